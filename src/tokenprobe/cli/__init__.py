@@ -1,0 +1,17 @@
+"""Command-line interface: the only module that reads argv, prints, or exits.
+
+Each sub-command lives in its own module and registers itself on `app`.
+"""
+
+from __future__ import annotations
+
+from tokenprobe.cli import catalog as _catalog  # noqa: F401  (registers commands)
+from tokenprobe.cli import estimate as _estimate  # noqa: F401
+from tokenprobe.cli.app import app
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,225 @@
+"""`tokenprobe estimate`: the analytical cost of one request shape, as tables or JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cost import Estimate, estimate
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import fmt_bytes, fmt_s, fmt_si
+
+
+def parse_overrides(items: list[str], field: str) -> dict[str, float]:
+    """`key=value` pairs from a repeated option into floats; ConfigError naming the bad one."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError(item)
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(field, item, "key=number, e.g. memory=0.85") from None
+    return out
+
+
+@app.command("estimate")
+def estimate_cmd(
+    model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
+    gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus` or a TOML file")],
+    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    batch: Annotated[int, typer.Option(help="Requests decoded together")] = 1,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    expert_parallel: Annotated[
+        bool, typer.Option(help="Spread MoE experts over the TP GPUs")
+    ] = False,
+    weight_dtype: Annotated[
+        str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
+    ] = "bf16",
+    act_dtype: Annotated[
+        str | None, typer.Option(help="Activation dtype (default: by weights)")
+    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default 16-bit)")] = None,
+    power_limit_w: Annotated[float | None, typer.Option(help="GPU power cap in W")] = None,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="HBM fraction for the engine")
+    ] = 0.9,
+    pue: Annotated[float, typer.Option(help="Facility power usage effectiveness")] = 1.0,
+    electricity_usd_per_kwh: Annotated[float | None, typer.Option()] = None,
+    gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
+    efficiency: Annotated[
+        list[str] | None,
+        typer.Option(help="Override an efficiency parameter, e.g. --efficiency memory=0.85"),
+    ] = None,
+    ops: Annotated[bool, typer.Option(help="Also print every operator")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
+    """Estimate TTFT, TPOT, throughput, memory and energy of one request shape."""
+
+    def run() -> Estimate:
+        return estimate(
+            model,
+            gpu,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            batch=batch,
+            tp=tp,
+            pp=pp,
+            num_gpus=num_gpus,
+            expert_parallel=expert_parallel,
+            weight_dtype=weight_dtype,
+            act_dtype=act_dtype,
+            kv_dtype=kv_dtype,
+            efficiency=parse_overrides(efficiency or [], "efficiency"),
+            power_limit_w=power_limit_w,
+            gpu_memory_utilization=gpu_memory_utilization,
+            pue=pue,
+            electricity_usd_per_kwh=electricity_usd_per_kwh,
+            gpu_hour_usd=gpu_hour_usd,
+        )
+
+    result = guarded(run)
+    data = result.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    render_estimate(data, show_ops=ops)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
+    """Human tables for an estimate's dict (the same data as --json)."""
+    title = (
+        f"{d['model']} on {d['num_gpus']}x {d['gpu']} (tp={d['tp']}, pp={d['pp']}), "
+        f"weights {d['weight_dtype']}, compute {d['compute_dtype']}, KV {d['kv_dtype']}; "
+        f"{d['batch']} x ({d['input_tokens']} in, {d['output_tokens']} out)"
+    )
+    console.print(f"[bold]{title}[/]")
+    console.print(
+        f"params: {d['params_total'] / 1e9:.2f} B total, "
+        f"{d['params_active'] / 1e9:.2f} B active per token"
+    )
+    _summary_table(d)
+    _stage_table(d)
+    _memory_table(d["memory"])
+    _energy_table(d["energy"])
+    if show_ops:
+        for stage in ("prefill", "decode"):
+            if d[stage]:
+                _ops_table(stage, d[stage]["ops"])
+
+
+def _summary_table(d: dict[str, Any]) -> None:
+    t = Table(title="Latency and throughput")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("TTFT", fmt_s(d["ttft_s"]))
+    for name, value in d["ttft_breakdown_s"].items():
+        t.add_row(f"  {name.removesuffix('_s')}", fmt_s(value))
+    t.add_row("TPOT (mean over output)", fmt_s(d["tpot_s"]))
+    if d["decode"]:
+        curve = d["decode"]["tpot_s_by_context"]
+        t.add_row(
+            f"  at context {curve[0][0]} -> {curve[-1][0]}",
+            f"{fmt_s(curve[0][1])} -> {fmt_s(curve[-1][1])}",
+        )
+        cb = d["decode"]["compute_bound_batch"]
+        t.add_row("decode turns compute-bound at batch", "never" if cb is None else str(cb))
+    t.add_row("E2E", fmt_s(d["e2e_s"]))
+    t.add_row("output tokens/s (batch, end to end)", f"{d['output_tokens_per_s']:.1f}")
+    console.print(t)
+
+
+def _stage_table(d: dict[str, Any]) -> None:
+    stages = [(n, d[n]) for n in ("prefill", "decode") if d[n]]
+    t = Table(title="Where the time goes, per stage (per GPU; decode = one step, mid-output)")
+    t.add_column("")
+    for name, _ in stages:
+        t.add_column(name, justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("time", lambda s: fmt_s(s["time_s"])),
+        ("FLOP", lambda s: fmt_si(s["flop"], "FLOP")),
+        ("HBM bytes", lambda s: fmt_si(s["hbm_bytes"], "B")),
+        ("FLOP per byte", lambda s: f"{s['arithmetic_intensity_flop_per_byte']:.1f}"),
+        ("bound", lambda s: str(s["bound"])),
+        ("  compute share", lambda s: _pct(s["shares"]["compute"])),
+        ("  memory share", lambda s: _pct(s["shares"]["memory"])),
+        ("  communication share", lambda s: _pct(s["shares"]["communication"])),
+        ("  overhead share", lambda s: _pct(s["shares"]["overhead"])),
+        ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
+    ]
+    for label, fmt in rows:
+        t.add_row(label, *(fmt(s) for _, s in stages))
+    console.print(t)
+
+
+def _memory_table(m: dict[str, Any]) -> None:
+    t = Table(title="Memory per GPU" + ("" if m["fits"] else " — DOES NOT FIT"))
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    for label, key in (
+        ("HBM", "hbm_bytes_per_gpu"),
+        ("usable", "usable_bytes_per_gpu"),
+        ("weights", "weights_bytes_per_gpu"),
+        ("activations (peak)", "activation_bytes_per_gpu"),
+        ("runtime", "runtime_bytes_per_gpu"),
+        ("free for KV cache", "kv_free_bytes_per_gpu"),
+        ("KV per token (all GPUs)", "kv_bytes_per_token"),
+        ("KV per request (all GPUs)", "kv_bytes_per_request"),
+    ):
+        t.add_row(label, fmt_bytes(m[key]))
+    t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,} tokens")
+    t.add_row(
+        f"max concurrent requests at {m['context_tokens']} tokens",
+        f"{m['max_concurrent_requests']:,}",
+    )
+    t.add_row("verdict", m["reason"])
+    console.print(t)
+
+
+def _energy_table(e: dict[str, Any]) -> None:
+    t = Table(
+        title="Energy (GPU"
+        + (f" x facility {e['facility_factor']:.2f}" if e["facility_factor"] != 1 else "")
+        + ")"
+    )
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("J per input token (prefill)", f"{e['joules_per_input_token']:.4f}")
+    t.add_row("J per output token (decode)", f"{e['joules_per_output_token']:.4f}")
+    t.add_row("J per output token, all in", f"{e['joules_per_token_all_in']:.4f}")
+    t.add_row("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4f}")
+    t.add_row("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4f}")
+    for key, label in (
+        ("usd_electricity_per_million_output_tokens", "$ electricity / M out"),
+        ("usd_gpu_time_per_million_output_tokens", "$ GPU time / M out"),
+    ):
+        if e[key] is not None:
+            t.add_row(label, f"{e[key]:.4f}")
+    console.print(t)
+
+
+def _ops_table(stage: str, ops: list[dict[str, Any]]) -> None:
+    t = Table(title=f"Operators, {stage} (per GPU, all layers)")
+    for col in ("op", "time", "FLOP", "bytes", "FLOP/B", "bound"):
+        t.add_column(col, justify="left" if col in ("op", "bound") else "right")
+    for o in sorted(ops, key=lambda o: -float(o["time_s"])):
+        t.add_row(
+            o["name"],
+            fmt_s(o["time_s"]),
+            fmt_si(o["flop"], "FLOP"),
+            fmt_si(o["hbm_bytes"], "B"),
+            f"{o['arithmetic_intensity_flop_per_byte']:.1f}",
+            o["bound"],
+        )
+    console.print(t)

@@ -1,0 +1,79 @@
+"""`estimate(...)`: the one-call Python API behind `tokenprobe estimate` (U2)."""
+
+from __future__ import annotations
+
+from tokenprobe.cost.deployment import make_deployment
+from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY
+from tokenprobe.cost.energy import EnergyPrices
+from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
+from tokenprobe.cost.host import HostModel
+from tokenprobe.cost.memory import MemoryBudget
+from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import GpuSpec
+from tokenprobe.model import ModelSpec
+
+
+def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> int:
+    """The tensor-parallel degree from --num-gpus and/or --tp (num_gpus = tp x pp)."""
+    if tp is None:
+        if num_gpus is None:
+            return 1
+        if num_gpus % pp:
+            raise ConfigError("num_gpus", num_gpus, f"a multiple of pp={pp}")
+        return num_gpus // pp
+    if num_gpus is not None and num_gpus != tp * pp:
+        raise ConfigError("num_gpus", num_gpus, f"must equal tp x pp = {tp * pp}")
+    return tp
+
+
+def estimate(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    batch: int = 1,
+    tp: int | None = None,
+    pp: int = 1,
+    num_gpus: int | None = None,
+    expert_parallel: bool = False,
+    weight_dtype: str = "bf16",
+    act_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    efficiency: dict[str, float] | None = None,
+    power_limit_w: float | None = None,
+    gpu_memory_utilization: float = 0.9,
+    pue: float = 1.0,
+    electricity_usd_per_kwh: float | None = None,
+    gpu_hour_usd: float | None = None,
+    tokenizer_tokens_per_s: float | None = None,
+    network_rtt_s: float = 0.0,
+) -> Estimate:
+    """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output."""
+    workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
+    dep = make_deployment(
+        model,
+        gpu,
+        tp=resolve_parallelism(num_gpus, tp, pp),
+        pp=pp,
+        expert_parallel=expert_parallel,
+        weight_dtype=weight_dtype,
+        act_dtype=act_dtype,
+        kv_dtype=kv_dtype,
+        efficiency=DEFAULT_EFFICIENCY.with_overrides(efficiency or {}),
+        power_limit_w=power_limit_w,
+    )
+    host = (
+        HostModel(network_rtt_s=network_rtt_s)
+        if tokenizer_tokens_per_s is None
+        else HostModel(tokenizer_tokens_per_s=tokenizer_tokens_per_s, network_rtt_s=network_rtt_s)
+    )
+    return estimate_deployment(
+        dep,
+        workload,
+        host=host,
+        budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
+        prices=EnergyPrices(
+            pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh, gpu_hour_usd=gpu_hour_usd
+        ),
+    )

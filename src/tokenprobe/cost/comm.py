@@ -1,0 +1,35 @@
+"""Communication between GPUs (requirement E7), alpha-beta model.
+
+- Ring all-reduce of S bytes over n GPUs moves 2(n−1)/n·S bytes through each GPU's link
+  (Patarasuk & Yuan 2009; the "bus bandwidth" of nccl-tests, PERFORMANCE.md):
+      t = α + 2(n−1)/n · S / (B_link · η_link)
+  with α the link's per-message latency and B_link its per-direction bandwidth.
+- Point-to-point send (pipeline stages): t = α + S / (B_link · η_link).
+- A plain bulk transfer, as the seeds compute it: t = S / B (seed 004: 20 GB over PCIe's
+  128 GB/s ≈ 156 ms, over NVLink's 900 GB/s ≈ 22 ms, both bidirectional headline figures).
+"""
+
+from __future__ import annotations
+
+from tokenprobe.cost.deployment import Deployment
+
+
+def transfer_time_s(n_bytes: float, bytes_per_s: float) -> float:
+    """Bulk copy at a given bandwidth, no latency term (the seeds' back-of-envelope)."""
+    return n_bytes / bytes_per_s
+
+
+def allreduce_time_s(dep: Deployment, n_bytes: float, n_gpus: int | None = None) -> float:
+    n = dep.tp if n_gpus is None else n_gpus
+    if n <= 1 or n_bytes <= 0:
+        return 0.0
+    link = dep.gpu.link
+    bus_bytes = 2 * (n - 1) / n * n_bytes
+    return link.latency_s + bus_bytes / (link.bytes_per_s * dep.efficiency.link)
+
+
+def send_time_s(dep: Deployment, n_bytes: float) -> float:
+    if n_bytes <= 0:
+        return 0.0
+    link = dep.gpu.link
+    return link.latency_s + n_bytes / (link.bytes_per_s * dep.efficiency.link)

@@ -1,0 +1,156 @@
+"""A model placed on hardware: GPU type, parallelism, precisions, efficiencies (one frozen object).
+
+Parallelism (requirement E7), as vLLM and TensorRT-LLM lay it out:
+- tensor parallel `tp`: every linear layer split over `tp` GPUs (Megatron-LM, Shoeybi et al.
+  arXiv:1909.08053): attention heads and MLP columns divide by tp; two all-reduces per layer.
+  KV heads are split too; when tp > kv heads they are replicated (vLLM `QKVParallelLinear`).
+  MLA's latent KV is not split by heads, so every TP rank holds all of it (vLLM MLA backend).
+- pipeline parallel `pp`: layers split into `pp` stages; activations sent stage to stage.
+- expert parallel (`expert_parallel=True`): the routed experts of an MoE layer are spread whole
+  over the tp GPUs instead of each expert being split (vLLM `--enable-expert-parallel`, EP = TP);
+  tokens are exchanged by all-to-all.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tokenprobe.cost.energy import DEFAULT_POWER, PowerModel
+from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import GpuSpec, get_gpu
+from tokenprobe.model import ModelSpec, get_model
+from tokenprobe.precision import DEFAULT_ACTIVATION, Dtype, get_dtype
+
+# The compute format a matmul falls back to on a GPU without native support for the requested
+# one (e.g. fp8 on A100 runs as W8A16: vLLM's Marlin fp8 kernels dequantize to fp16).
+_FALLBACK_COMPUTE = ("bf16", "fp16", "fp32")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    model: ModelSpec
+    gpu: GpuSpec
+    tp: int = 1
+    pp: int = 1
+    expert_parallel: bool = False
+    weight_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
+    act_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
+    kv_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
+    efficiency: Efficiency = DEFAULT_EFFICIENCY
+    power: PowerModel = DEFAULT_POWER
+    power_limit_w: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel)
+        if self.power_limit_w is not None and not self.power_limit_w > 0:
+            raise ConfigError("power_limit_w", self.power_limit_w, "a positive number of watts")
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+    @functools.cached_property
+    def compute_dtype(self) -> str:
+        """The dtype matmuls run in: the activation dtype if the GPU has it natively, else the
+        widest supported 16-bit format (weights are dequantized on the fly)."""
+        if self.gpu.peak_flop_per_s_for(self.act_dtype.name):
+            return self.act_dtype.name
+        for name in _FALLBACK_COMPUTE:
+            if self.gpu.peak_flop_per_s_for(name):
+                return name
+        raise ConfigError("gpu", self.gpu.name, "has no tensor-core peak for bf16/fp16/fp32")
+
+    @functools.cached_property
+    def peak_flop_per_s(self) -> float:
+        peak = self.gpu.peak_flop_per_s_for(self.compute_dtype)
+        assert peak is not None  # compute_dtype only returns supported formats
+        return peak
+
+    @property
+    def kv_heads_per_gpu(self) -> float:
+        """KV heads each GPU stores: split by tp, replicated when tp exceeds them; MLA: all."""
+        m = self.model
+        if m.mla is not None:
+            return float(m.num_kv_heads)
+        return max(1.0, m.num_kv_heads / self.tp)
+
+    @functools.cached_property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV-cache bytes one token of context occupies on one GPU (its layers, its heads)."""
+        m = self.model
+        per_layer = m.kv_elements_per_token_per_layer() * self.kv_dtype.bytes_per_element
+        if m.mla is None:
+            per_layer *= self.kv_heads_per_gpu / m.num_kv_heads
+        return per_layer * m.num_layers / self.pp
+
+    @functools.cached_property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one token of context occupies on the whole deployment (all GPUs).
+
+        For GQA without replication this is 2 x layers x kv_heads x head_dim x bytes
+        (seed 004's formula; e.g. Llama-2-70B fp16: 80 x 8 x 128 x 2 x 2 B = 320 KiB).
+        """
+        return self.kv_bytes_per_token_per_gpu * self.num_gpus
+
+
+def _check_parallelism(model: ModelSpec, tp: int, pp: int, expert_parallel: bool) -> None:
+    if tp < 1:
+        raise ConfigError("tp", tp, "a positive integer")
+    if pp < 1:
+        raise ConfigError("pp", pp, "a positive integer")
+    if model.num_heads % tp:
+        raise ConfigError(
+            "tp", tp, f"must divide the {model.num_heads} attention heads of {model.name}"
+        )
+    kv = model.num_kv_heads
+    if model.mla is None and kv % tp and tp % kv:
+        raise ConfigError("tp", tp, f"must divide or be a multiple of the {kv} KV heads")
+    if pp > model.num_layers:
+        raise ConfigError("pp", pp, f"at most the {model.num_layers} layers of {model.name}")
+    if expert_parallel:
+        if model.moe is None:
+            raise ConfigError("expert_parallel", True, f"{model.name} has no experts")
+        if model.moe.num_experts % tp:
+            raise ConfigError(
+                "tp",
+                tp,
+                f"must divide the {model.moe.num_experts} experts under expert parallelism",
+            )
+
+
+def make_deployment(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    expert_parallel: bool = False,
+    weight_dtype: str = "bf16",
+    act_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    efficiency: Efficiency | None = None,
+    power: PowerModel | None = None,
+    power_limit_w: float | None = None,
+) -> Deployment:
+    """Resolve names to specs and dtypes. Activations default to what the weight format computes
+    in (precision.DEFAULT_ACTIVATION); the KV cache defaults to 16-bit, except fp8 W8A8 whose
+    engines store an fp8 cache by default (TensorRT-LLM FP8 recipe)."""
+    w = get_dtype(weight_dtype, "weight_dtype")
+    act = get_dtype(act_dtype or DEFAULT_ACTIVATION[w.name], "act_dtype")
+    default_kv = "fp8" if act.name == "fp8" else ("fp16" if act.name == "fp16" else "bf16")
+    kv = get_dtype(kv_dtype or default_kv, "kv_dtype")
+    return Deployment(
+        model=get_model(model) if isinstance(model, str) else model,
+        gpu=get_gpu(gpu) if isinstance(gpu, str) else gpu,
+        tp=tp,
+        pp=pp,
+        expert_parallel=expert_parallel,
+        weight_dtype=w,
+        act_dtype=act,
+        kv_dtype=kv,
+        efficiency=efficiency or DEFAULT_EFFICIENCY,
+        power=power or DEFAULT_POWER,
+        power_limit_w=power_limit_w,
+    )

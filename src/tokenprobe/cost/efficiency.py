@@ -1,0 +1,58 @@
+"""The cost model's explicit efficiency and overhead parameters.
+
+A roofline gives a lower bound; real kernels reach a fraction of each peak. Those fractions are
+parameters here, not constants buried in formulas, so `tokenprobe calibrate` can fit them and a
+user can see and change them (`--efficiency key=value`). Defaults and where they come from:
+
+- `compute_prefill` 0.70, `compute_decode` 0.55: achieved fraction of the dense tensor-core peak
+  in large (prefill) and skinny (decode, M = batch) GEMMs. cuBLAS reaches ~70-80 % of peak on
+  H100/A100 bf16 for M, N, K >= 4096 (NVIDIA "Matrix Multiplication Background" guide; vidur's
+  H100 profiles in shared/validation: Llama-2-7B mlp_up_proj at 4096 tokens runs at ~68 % of
+  989 TFLOP/s), and less at small M where tiles are partly empty.
+- `memory` 0.80: achieved fraction of HBM bandwidth by streaming kernels (GEMV weight reads,
+  paged attention). STREAM-like copies reach ~90 % on H100; decode kernels with many small
+  operators land nearer 75-85 % (LLM-Viewer and vLLM decode measurements).
+- `link` 0.80: achieved fraction of the per-direction GPU-GPU bandwidth by a ring all-reduce's
+  bus bandwidth (nccl-tests busbw reaches ~80 % of the NVLink per-direction rate; see the vidur
+  collectives profile in shared/validation).
+- `kernel_floor_s` 2 µs: the least time one operator kernel takes (launch and tail) when run from
+  a CUDA graph; the "per-layer launch/overhead floor".
+- `step_overhead_s` 0.5 ms: per engine step CPU work not hidden behind the GPU (scheduling,
+  sampling, detokenizing a batch, Python), vLLM v1 scale; TensorRT-LLM is lower.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import MICRO, MILLI
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    compute_prefill: float = 0.70
+    compute_decode: float = 0.55
+    memory: float = 0.80
+    link: float = 0.80
+    kernel_floor_s: float = 2 * MICRO
+    step_overhead_s: float = 0.5 * MILLI
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"efficiency.{f.name}", value, "a finite number >= 0")
+            if not f.name.endswith("_s") and not 0 < value <= 1:
+                raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
+
+    def with_overrides(self, overrides: dict[str, float]) -> Efficiency:
+        names = {f.name for f in fields(self)}
+        for key in overrides:
+            if key not in names:
+                raise ConfigError("efficiency", key, f"one of {', '.join(sorted(names))}")
+        return replace(self, **overrides)
+
+
+DEFAULT_EFFICIENCY = Efficiency()

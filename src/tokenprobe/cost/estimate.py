@@ -1,0 +1,307 @@
+"""`estimate`: one request shape on one deployment, stage by stage (E4-E7, E12, E13).
+
+A static batch of `batch` identical requests of `input_tokens` in and `output_tokens` out:
+- TTFT = queue + tokenize + prefill + network (E5; queue is 0 for a lone batch, the simulator
+  models it). The prefill step also samples the first token.
+- decode: `output_tokens − 1` steps at batch `batch`, the context growing from
+  input_tokens + 1; TPOT is the mean step time (the vLLM definition (e2e − ttft)/(out − 1)).
+  Step time is piecewise linear in context, so it is sampled at up to 17 evenly spaced
+  positions and averaged with the trapezoid rule.
+- E2E = TTFT + (output_tokens − 1)·TPOT; output_tokens_per_s = batch·output_tokens / E2E.
+- energy: prefill energy is charged to input tokens, decode energy to output tokens (separate
+  accounting, E13); `joules_per_token_all_in` charges everything to output tokens, as
+  ML.ENERGY's J/token does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.energy import EnergyPrices, joules_to_kwh_per_million
+from tokenprobe.cost.host import HostModel
+from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
+from tokenprobe.cost.shape import BatchShape
+from tokenprobe.cost.step import OpCost, StepCost, op_costs, step_cost
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import SECONDS_PER_HOUR
+
+CURVE_POINTS = 17
+MAX_SEARCH_BATCH = 1 << 16
+
+
+@dataclass(frozen=True)
+class Workload:
+    input_tokens: int
+    output_tokens: int
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("input_tokens", "output_tokens", "batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(name, value, "a positive integer")
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """One stage (prefill, or decode averaged over the output) on one GPU."""
+
+    time_s: float
+    flop: float
+    hbm_bytes: float
+    bound: str
+    shares: dict[str, float]
+    power_w: float
+    energy_j: float
+    ops: list[OpCost] = field(repr=False)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flop / self.hbm_bytes if self.hbm_bytes else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time_s": self.time_s,
+            "flop": self.flop,
+            "hbm_bytes": self.hbm_bytes,
+            "arithmetic_intensity_flop_per_byte": self.arithmetic_intensity,
+            "bound": self.bound,
+            "shares": self.shares,
+            "power_w": self.power_w,
+            "energy_j": self.energy_j,
+            "ops": [
+                {
+                    "name": o.name,
+                    "layers": o.layers,
+                    "flop": o.flop,
+                    "hbm_bytes": o.hbm_bytes,
+                    "time_s": o.time_s,
+                    "bound": o.bound,
+                    "arithmetic_intensity_flop_per_byte": o.arithmetic_intensity,
+                }
+                for o in self.ops
+            ],
+        }
+
+
+def _stage(
+    dep: Deployment, shape: BatchShape, cost: StepCost, time_s: float, energy_j: float
+) -> StageReport:
+    return StageReport(
+        time_s=time_s,
+        flop=cost.flop,
+        hbm_bytes=cost.hbm_bytes,
+        bound=cost.bound,
+        shares=cost.shares(),
+        power_w=cost.power_w,
+        energy_j=energy_j,
+        ops=op_costs(dep, shape, cost.clock_fraction),
+    )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    deployment: Deployment
+    workload: Workload
+    ttft_breakdown_s: dict[str, float]
+    prefill: StageReport
+    decode: StageReport | None
+    tpot_curve: list[tuple[int, float]]
+    tpot_s: float
+    memory: MemoryReport
+    compute_bound_batch: int | None
+    prices: EnergyPrices
+
+    @property
+    def ttft_s(self) -> float:
+        return sum(self.ttft_breakdown_s.values())
+
+    @property
+    def e2e_s(self) -> float:
+        return self.ttft_s + (self.workload.output_tokens - 1) * self.tpot_s
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        w = self.workload
+        return w.batch * w.output_tokens / self.e2e_s
+
+    def energy(self) -> dict[str, float | None]:
+        w, f = self.workload, self.prices.facility_factor
+        decode_j = self.decode.energy_j if self.decode else 0.0
+        j_in = self.prefill.energy_j * f / (w.batch * w.input_tokens)
+        j_out = decode_j * f / (w.batch * (w.output_tokens - 1)) if self.decode else 0.0
+        all_in = (self.prefill.energy_j + decode_j) * f / (w.batch * w.output_tokens)
+        out: dict[str, float | None] = {
+            "joules_per_input_token": j_in,
+            "joules_per_output_token": j_out,
+            "joules_per_token_all_in": all_in,
+            "kwh_per_million_input_tokens": joules_to_kwh_per_million(j_in),
+            "kwh_per_million_output_tokens": joules_to_kwh_per_million(j_out),
+            "kwh_per_million_tokens_all_in": joules_to_kwh_per_million(all_in),
+            "energy_per_request_j": (self.prefill.energy_j + decode_j) * f / w.batch,
+            "facility_factor": f,
+        }
+        price = self.prices.electricity_usd_per_kwh
+        out["usd_electricity_per_million_output_tokens"] = (
+            None if price is None else joules_to_kwh_per_million(all_in) * price
+        )
+        gpu_hour = self.prices.gpu_hour_usd
+        out["usd_gpu_time_per_million_output_tokens"] = (
+            None
+            if gpu_hour is None
+            else self.deployment.num_gpus
+            * gpu_hour
+            / SECONDS_PER_HOUR
+            / self.output_tokens_per_s
+            * 1e6
+        )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d, w, m = self.deployment, self.workload, self.deployment.model
+        return {
+            "model": m.name,
+            "gpu": d.gpu.name,
+            "num_gpus": d.num_gpus,
+            "tp": d.tp,
+            "pp": d.pp,
+            "expert_parallel": d.expert_parallel,
+            "weight_dtype": d.weight_dtype.name,
+            "act_dtype": d.act_dtype.name,
+            "compute_dtype": d.compute_dtype,
+            "kv_dtype": d.kv_dtype.name,
+            "input_tokens": w.input_tokens,
+            "output_tokens": w.output_tokens,
+            "batch": w.batch,
+            "params_total": m.params_total,
+            "params_active": m.params_active,
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "e2e_s": self.e2e_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "decode_tokens_per_s": w.batch / self.tpot_s if self.decode else None,
+            "ttft_breakdown_s": self.ttft_breakdown_s,
+            "prefill": self.prefill.to_dict(),
+            "decode": None
+            if self.decode is None
+            else {
+                **self.decode.to_dict(),
+                "tpot_s_by_context": [[c, t] for c, t in self.tpot_curve],
+                "compute_bound_batch": self.compute_bound_batch,
+            },
+            "memory": self.memory.to_dict(),
+            "energy": self.energy(),
+            "efficiency": {k: getattr(d.efficiency, k) for k in d.efficiency.__slots__},
+        }
+
+
+def _decode_positions(input_tokens: int, output_tokens: int) -> list[int]:
+    """Contexts (tokens attended, the new one included) of the output_tokens − 1 decode steps."""
+    first, last = input_tokens + 1, input_tokens + output_tokens - 1
+    n = min(CURVE_POINTS, last - first + 1)
+    if n == 1:
+        return [first]
+    return sorted({round(first + (last - first) * i / (n - 1)) for i in range(n)})
+
+
+def _mean_trapezoid(points: list[tuple[int, float]]) -> float:
+    if len(points) == 1:
+        return points[0][1]
+    area = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in itertools.pairwise(points))
+    return area / (points[-1][0] - points[0][0])
+
+
+def decode_step(dep: Deployment, batch: int, context_tokens: int) -> StepCost:
+    return step_cost(dep, BatchShape.decode(batch, context_tokens))
+
+
+def compute_bound_batch(dep: Deployment, context_tokens: int) -> int | None:
+    """Smallest decode batch at which the weight matmuls (every operator but attention) turn
+    compute-bound, by bisection; None if not reached by 65,536 sequences.
+
+    This is the roofline ridge point of decode: weights are read once per step whatever the
+    batch, so FLOP per byte grows with it. Attention over the KV cache does not share reads
+    between sequences (about 1 FLOP per KV byte for GQA), so at long contexts the whole step
+    can stay memory-bound at any batch; the stage table shows that separately.
+    """
+
+    def is_compute(b: int) -> bool:
+        ops = [
+            o for o in op_costs(dep, BatchShape.decode(b, context_tokens)) if o.name != "attention"
+        ]
+        return sum(o.compute_s for o in ops) > sum(o.memory_s for o in ops)
+
+    if not is_compute(MAX_SEARCH_BATCH):
+        return None
+    lo, hi = 1, MAX_SEARCH_BATCH
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if is_compute(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def estimate_deployment(
+    dep: Deployment,
+    workload: Workload,
+    *,
+    host: HostModel | None = None,
+    budget: MemoryBudget = DEFAULT_BUDGET,
+    prices: EnergyPrices | None = None,
+    find_compute_bound: bool = True,
+) -> Estimate:
+    w, host = workload, host or HostModel()
+    pre_shape = BatchShape.prefill(w.input_tokens, w.batch)
+    pre = step_cost(dep, pre_shape)
+    prefill = _stage(dep, pre_shape, pre, pre.time_s, pre.energy_j)
+    ttft = {
+        "queue_s": 0.0,
+        "tokenize_s": host.tokenize_s(w.input_tokens),
+        "prefill_s": pre.time_s,
+        "network_s": host.network_s(),
+    }
+    decode, curve, tpot = None, [], 0.0
+    if w.output_tokens > 1:
+        costs = [
+            (c, decode_step(dep, w.batch, c))
+            for c in _decode_positions(w.input_tokens, w.output_tokens)
+        ]
+        curve = [(c, s.time_s) for c, s in costs]
+        tpot = _mean_trapezoid(curve)
+        mean_power = _mean_trapezoid([(c, s.power_w * s.time_s) for c, s in costs]) / tpot
+        mid_ctx, mid = costs[len(costs) // 2]
+        decode_j = mean_power * tpot * dep.num_gpus * (w.output_tokens - 1)
+        decode = _stage(dep, BatchShape.decode(w.batch, mid_ctx), mid, tpot, decode_j)
+        decode = StageReport(
+            time_s=tpot,
+            flop=mid.flop,
+            hbm_bytes=mid.hbm_bytes,
+            bound=mid.bound,
+            shares=mid.shares(),
+            power_w=mean_power,
+            energy_j=decode_j,
+            ops=decode.ops,
+        )
+    context = w.input_tokens + w.output_tokens
+    cb = (
+        compute_bound_batch(dep, w.input_tokens + w.output_tokens // 2)
+        if find_compute_bound
+        else None
+    )
+    return Estimate(
+        deployment=dep,
+        workload=w,
+        ttft_breakdown_s=ttft,
+        prefill=prefill,
+        decode=decode,
+        tpot_curve=curve,
+        tpot_s=tpot,
+        memory=memory_report(dep, context, budget),
+        compute_bound_batch=cb,
+        prices=prices or EnergyPrices(),
+    )

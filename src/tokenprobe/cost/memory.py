@@ -1,0 +1,160 @@
+"""GPU memory: weights, KV cache, activations, runtime; KV capacity and max concurrency (E4).
+
+The budget follows vLLM's (`gpu_memory_utilization`, default 0.9, of each GPU's HBM; the KV cache
+gets what weights, the peak activations of a profiling pass and the runtime leave):
+
+    kv_free = HBM · util − weights − activations − runtime
+
+- weights per GPU: each layer's matrices split over tp, 1/pp of the layers; embeddings and LM
+  head (vocab-parallel over tp) in 16-bit for quantized checkpoints.
+- activations: peak of one forward pass at `max_num_batched_tokens` (vLLM's profile run): the
+  widest per-token tensors (qkv out + 2·MLP intermediate + residual) plus fp32 logits of
+  `max_num_seqs` rows.
+- runtime: CUDA context, cuBLAS/NCCL workspaces and CUDA graphs, a parameter (vLLM start-up
+  logs typically show 0.5-1.5 GiB for these on one GPU).
+- KV per request: `ModelSpec.kv_elements_for_context` (sliding layers keep their window),
+  rounded up to whole blocks of `block_size` tokens (vLLM paged attention, default 16).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.ops import group_coeffs
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import GiB
+
+DEFAULT_RUNTIME_BYTES = 1.0 * GiB
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBudget:
+    """How the KV budget is computed; the defaults are vLLM's."""
+
+    gpu_memory_utilization: float = 0.9
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    runtime_bytes: float = DEFAULT_RUNTIME_BYTES
+    block_size: int = 16
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(
+                "gpu_memory_utilization", self.gpu_memory_utilization, "a fraction in (0, 1]"
+            )
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, getattr(self, name), "a positive integer")
+
+
+DEFAULT_BUDGET = MemoryBudget()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """Per-GPU memory picture, bytes. `kv_bytes_per_token` is for the whole deployment."""
+
+    hbm_bytes_per_gpu: float
+    usable_bytes_per_gpu: float
+    weights_bytes_per_gpu: float
+    activation_bytes_per_gpu: float
+    runtime_bytes_per_gpu: float
+    kv_free_bytes_per_gpu: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    kv_bytes_per_request: float
+    context_tokens: int
+    kv_capacity_tokens: int
+    max_concurrent_requests: int
+    fits: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, float | int | bool | str]:
+        return asdict(self)
+
+
+def weights_bytes_per_gpu(dep: Deployment) -> float:
+    wb = dep.weight_dtype.bytes_per_element
+    layers = sum(
+        g.layers
+        * (
+            g.qkv_weights
+            + g.o_weights
+            + g.mlp_weights
+            + g.router_weights
+            + g.experts_here * g.expert_weights
+        )
+        for g in group_coeffs(dep)
+    )
+    m = dep.model
+    hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
+    embed = m.embedding_params / dep.tp
+    head = m.lm_head_params / dep.tp
+    heads = embed + head if dep.pp == 1 else max(embed, head)
+    return layers * wb + heads * hb
+
+
+def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUDGET) -> float:
+    m = dep.model
+    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    widest = max(g.qkv_out + 2 * max(g.mlp_inner, g.expert_inner) for g in group_coeffs(dep))
+    per_token = (2 * m.hidden_size + widest) * ab
+    logits = budget.max_num_seqs * m.vocab_size / dep.tp * 4.0
+    return budget.max_num_batched_tokens * per_token + logits
+
+
+def kv_bytes_per_request_per_gpu(dep: Deployment, context_tokens: int, block_size: int) -> float:
+    """KV bytes one sequence of `context_tokens` holds on one GPU, in whole blocks."""
+    blocks = math.ceil(context_tokens / block_size)
+    elems = dep.model.kv_elements_for_context(blocks * block_size)
+    tokens_held = elems / dep.model.kv_elements_per_token  # < context when windows are full
+    return tokens_held * dep.kv_bytes_per_token_per_gpu
+
+
+def memory_report(
+    dep: Deployment, context_tokens: int, budget: MemoryBudget = DEFAULT_BUDGET
+) -> MemoryReport:
+    """Does the model fit, and how many requests of `context_tokens` fit in the KV cache?"""
+    hbm = dep.gpu.hbm_bytes
+    usable = hbm * budget.gpu_memory_utilization
+    weights = weights_bytes_per_gpu(dep)
+    acts = activation_bytes_per_gpu(dep, budget)
+    kv_free = usable - weights - acts - budget.runtime_bytes
+    per_req = kv_bytes_per_request_per_gpu(dep, context_tokens, budget.block_size)
+    capacity = max(0, int(kv_free // dep.kv_bytes_per_token_per_gpu)) if kv_free > 0 else 0
+    concurrent = max(0, int(kv_free // per_req)) if kv_free > 0 else 0
+    if weights > usable:
+        reason = "weights alone exceed the usable HBM per GPU"
+    elif kv_free <= 0:
+        reason = "weights + activations + runtime leave no room for the KV cache"
+    elif concurrent < 1:
+        reason = f"one request of {context_tokens} tokens needs more KV than is free"
+    else:
+        reason = "fits"
+    return MemoryReport(
+        hbm_bytes_per_gpu=hbm,
+        usable_bytes_per_gpu=usable,
+        weights_bytes_per_gpu=weights,
+        activation_bytes_per_gpu=acts,
+        runtime_bytes_per_gpu=budget.runtime_bytes,
+        kv_free_bytes_per_gpu=max(kv_free, 0.0),
+        kv_bytes_per_token=dep.kv_bytes_per_token,
+        kv_bytes_per_token_per_gpu=dep.kv_bytes_per_token_per_gpu,
+        kv_bytes_per_request=per_req * dep.num_gpus,
+        context_tokens=context_tokens,
+        kv_capacity_tokens=capacity,
+        max_concurrent_requests=concurrent,
+        fits=reason == "fits",
+        reason=reason,
+    )
+
+
+def kv_capacity_tokens(
+    dep: Deployment, gpu_memory_utilization: float = 0.9, budget: MemoryBudget | None = None
+) -> int:
+    """KV token slots of one replica (every GPU holds its share of each token); 0 if it does not
+    fit."""
+    b = budget or MemoryBudget(gpu_memory_utilization=gpu_memory_utilization)
+    return memory_report(dep, 1, b).kv_capacity_tokens

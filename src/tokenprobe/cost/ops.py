@@ -1,0 +1,216 @@
+"""FLOP and HBM bytes of every operator of one engine step, per GPU (requirements E5, E6).
+
+Per decoder layer (Megatron-style tensor parallel split over `tp`, see deployment.py):
+- qkv_proj  : 2·T·W_qkv FLOP (a matmul of T rows does 2 FLOP per weight per row; Kaplan et al.
+              arXiv:2001.08361 sec. 2.1); reads W_qkv weights once plus T rows in and out.
+- attention : 4·pairs·head_dim·heads FLOP (QKᵀ and PV, 2 FLOP per multiply-add each); reads
+              the KV cache of every decoding sequence (the decode bound) and writes new K, V.
+              MLA decode runs in the absorbed latent form (DeepSeek-V2 sec. 2.1.3, vLLM/FlashMLA):
+              2·pairs·heads·(kv_lora+rope) + 2·pairs·heads·kv_lora FLOP over a latent cache.
+              Sliding-window layers attend to at most `window` keys per query.
+- o_proj    : 2·T·W_o FLOP.
+- mlp / moe : dense: 2·T·W_mlp. MoE: router 2·T·h·E; routed experts 2·T·k·W_expert FLOP;
+              weights of the expected number of distinct experts the T tokens touch,
+              E·(1 − (1 − k/E)^T) (uniform routing), read once; shared experts like a dense MLP.
+- elementwise: RMSNorms, residual adds, RoPE, activation: ~10 passes over T·h activations.
+Per step: the LM head (2·rows·h·V FLOP over the last position of each sequence; fp32 logits
+written) and the embedding lookup.
+
+Each term is (name, layers, flop, bytes); `step.py` turns them into time with the roofline.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.shape import BatchShape
+from tokenprobe.model import LayerSpec
+
+# Activation passes over T x hidden per layer outside the matmuls: 2 RMSNorm (read + write),
+# 2 residual adds (2 reads + 1 write), RoPE on q/k (~1): about 10 (vLLM fused kernels do less).
+ELEMENTWISE_PASSES = 10.0
+LOGIT_BYTES = 4.0  # vLLM computes logits in fp32
+
+OpTerm = tuple[str, float, float, float]  # (name, layers, flop, hbm_bytes) per GPU
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupCoeffs:
+    """Per-GPU constants of one kind of layer, computed once per deployment."""
+
+    layers: float  # this GPU's layers of this kind (a pipeline stage holds 1/pp)
+    window: int
+    moe: bool
+    qkv_weights: float  # elements on this GPU
+    qkv_out: float  # output width on this GPU
+    o_weights: float
+    o_in: float
+    mlp_weights: float  # dense MLP or shared experts
+    mlp_inner: float  # intermediate width on this GPU (dense or shared)
+    expert_weights: float  # one routed expert's elements on this GPU (TP slice or whole)
+    experts_here: float  # routed experts resident on this GPU (E under TP, E/tp under EP)
+    expert_inner: float
+    router_weights: float
+    attn_flop_per_pair_prefill: float
+    attn_flop_per_pair_decode: float
+    kv_elems_per_token: float  # this GPU's share of one layer's cache entry
+
+
+@functools.cache
+def _mats(gated: bool) -> int:
+    return 3 if gated else 2
+
+
+def group_coeffs(dep: Deployment) -> tuple[_GroupCoeffs, ...]:
+    cached: tuple[_GroupCoeffs, ...] | None = dep.__dict__.get("_group_coeffs")
+    if cached is None:
+        cached = tuple(_coeffs(dep, spec, n) for spec, n in dep.model.layer_groups)
+        object.__setattr__(dep, "_group_coeffs", cached)
+    return cached
+
+
+def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
+    m, tp = dep.model, dep.tp
+    h = m.hidden_size
+    heads_gpu = m.num_heads / tp
+    layers = n_layers / dep.pp  # this GPU's pipeline stage holds 1/pp of the layers
+    if m.mla is not None:
+        a = m.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q_rep = h * a.q_lora_rank if a.q_lora_rank else 0.0
+        q_split = (a.q_lora_rank or h) * m.num_heads * qk / tp
+        kv_a = h * (a.kv_lora_rank + a.qk_rope_head_dim)
+        kv_b = a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim) / tp
+        qkv_w = q_rep + q_split + kv_a + kv_b
+        qkv_out = heads_gpu * qk + a.kv_lora_rank + a.qk_rope_head_dim
+        o_in = heads_gpu * a.v_head_dim
+        pre = 2 * heads_gpu * (qk + a.v_head_dim)
+        dec = 2 * heads_gpu * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+        kv_elems = float(a.kv_lora_rank + a.qk_rope_head_dim)
+    else:
+        kv_heads_gpu = dep.kv_heads_per_gpu
+        qkv_out = (heads_gpu + 2 * kv_heads_gpu) * m.head_dim
+        qkv_w = h * qkv_out
+        o_in = heads_gpu * m.head_dim
+        pre = dec = 4 * heads_gpu * m.head_dim
+        kv_elems = 2 * kv_heads_gpu * m.head_dim
+    mats = _mats(m.gated_mlp)
+    moe = m.moe if spec.moe else None
+    if moe is None:
+        mlp_inner = m.intermediate_size / tp
+        expert_w = experts_here = expert_inner = router_w = 0.0
+    else:
+        mlp_inner = moe.num_shared_experts * moe.shared_intermediate_size / tp
+        expert_inner = moe.expert_intermediate_size / (1 if dep.expert_parallel else tp)
+        expert_w = mats * h * expert_inner
+        experts_here = moe.num_experts / (tp if dep.expert_parallel else 1)
+        router_w = h * moe.num_experts
+    return _GroupCoeffs(
+        layers=layers,
+        window=spec.window,
+        moe=spec.moe,
+        qkv_weights=qkv_w,
+        qkv_out=qkv_out,
+        o_weights=o_in * h,
+        o_in=o_in,
+        mlp_weights=mats * h * mlp_inner,
+        mlp_inner=mlp_inner,
+        expert_weights=expert_w,
+        experts_here=experts_here,
+        expert_inner=expert_inner,
+        router_weights=router_w,
+        attn_flop_per_pair_prefill=pre,
+        attn_flop_per_pair_decode=dec,
+        kv_elems_per_token=kv_elems,
+    )
+
+
+def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: int) -> float:
+    """Expected number of distinct experts hit by `tokens` tokens each routed to k of E experts,
+    with uniform independent routing: E·(1 − (1 − k/E)^T)."""
+    if tokens <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+
+
+def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
+    """Per-layer operator terms for every group of identical layers (per GPU)."""
+    ab = dep.act_dtype.bytes_per_element
+    if ab < 2:  # fp8/int8 activations are quantized inside the GEMM; tensors move in 16-bit
+        ab = 2.0
+    wb = dep.weight_dtype.bytes_per_element
+    kb = dep.kv_dtype.bytes_per_element
+    m = dep.model
+    h = m.hidden_size
+    tokens = shape.tokens
+    for g in group_coeffs(dep):
+        n = g.layers
+        yield (
+            "qkv_proj",
+            n,
+            2 * tokens * g.qkv_weights,
+            g.qkv_weights * wb + tokens * (h + g.qkv_out) * ab,
+        )
+        yield _attention(g, shape, ab, kb, h)
+        yield ("o_proj", n, 2 * tokens * g.o_weights, g.o_weights * wb + tokens * (g.o_in + h) * ab)
+        if g.mlp_weights:
+            name = "shared_experts" if g.moe else "mlp"
+            yield (
+                name,
+                n,
+                2 * tokens * g.mlp_weights,
+                g.mlp_weights * wb + tokens * (2 * h + 4 * g.mlp_inner) * ab,
+            )
+        if g.moe and m.moe is not None:
+            yield from _moe_terms(dep, g, tokens, wb, ab, h)
+        yield ("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
+
+
+def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float, h: int) -> OpTerm:
+    pairs = shape.prefill_attn_pairs
+    ctx = float(shape.decode_context_tokens)
+    if g.window:
+        pairs = min(pairs, shape.prefill_tokens * g.window)
+        ctx = min(ctx, shape.decode_seqs * g.window)
+    flop = pairs * g.attn_flop_per_pair_prefill + ctx * g.attn_flop_per_pair_decode
+    kv_bytes = (ctx + shape.tokens) * g.kv_elems_per_token * kb  # read cache, write new K/V
+    io_bytes = shape.tokens * (g.qkv_out + g.o_in) * ab
+    return ("attention", g.layers, flop, kv_bytes + io_bytes)
+
+
+def _moe_terms(
+    dep: Deployment, g: _GroupCoeffs, tokens: int, wb: float, ab: float, h: int
+) -> Iterator[OpTerm]:
+    moe = dep.model.moe
+    assert moe is not None
+    n = g.layers
+    yield ("router", n, 2 * tokens * g.router_weights, g.router_weights * ab + tokens * h * ab)
+    touched = (
+        g.experts_here
+        / moe.num_experts
+        * expected_distinct_experts(moe.num_experts, moe.experts_per_token, tokens)
+    )
+    routed_rows = tokens * moe.experts_per_token * g.experts_here / moe.num_experts
+    flop = 2 * routed_rows * g.expert_weights
+    act = routed_rows * (2 * h + 4 * g.expert_inner) * ab
+    yield ("experts", n, flop, touched * g.expert_weights * wb + act)
+
+
+def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
+    """Once per step (on the first/last pipeline stage): embedding lookup and LM head."""
+    m = dep.model
+    h, vocab_gpu = m.hidden_size, m.vocab_size / dep.tp
+    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    # quantized checkpoints keep embeddings and LM head in 16-bit (AWQ, FP8 and NVFP4 recipes)
+    hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
+    rows = shape.logit_rows
+    yield ("embedding", 1, 0.0, shape.tokens * h * (hb + ab))
+    yield (
+        "lm_head",
+        1,
+        2 * rows * h * vocab_gpu,
+        h * vocab_gpu * hb + rows * (h * ab + vocab_gpu * LOGIT_BYTES),
+    )

@@ -1,0 +1,169 @@
+"""Time, power and energy of one engine step from the roofline (requirements E5-E7, E12, E13).
+
+Each operator takes t = max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m), kernel floor) (Williams,
+Waterman & Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363).
+Tensor-parallel all-reduces (two per layer, after attention and after the MLP/MoE, Megatron-LM)
+and pipeline sends are added without overlap, as vLLM runs them; a fixed per-step overhead
+(scheduling, sampling) closes the step. Every second of the step is attributed to the resource
+that bounds it: compute, memory (HBM), communication, or overhead (launch floors, step overhead).
+
+With pipeline parallelism the step is one full pass through all `pp` stages (the latency a token
+sees); each GPU works 1/pp of it unless the engine keeps pp micro-batches in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tokenprobe.cost.comm import allreduce_time_s, send_time_s
+from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.ops import OpTerm, head_terms, layer_terms
+from tokenprobe.cost.shape import BatchShape
+
+BOUNDS = ("compute", "memory", "communication", "overhead")
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One operator of a step on one GPU, all its layers together."""
+
+    name: str
+    layers: float
+    flop: float
+    hbm_bytes: float
+    compute_s: float  # at the achievable compute rate
+    memory_s: float  # at the achievable HBM rate
+    time_s: float
+    bound: str
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per HBM byte (the roofline's x axis)."""
+        return self.flop / self.hbm_bytes if self.hbm_bytes else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """One step. Times in seconds; FLOP and bytes per GPU; energy over all GPUs."""
+
+    time_s: float
+    compute_s: float  # time attributed to compute-bound operators
+    memory_s: float
+    comm_s: float
+    overhead_s: float
+    flop: float
+    hbm_bytes: float
+    compute_util: float  # 0..1, tensor cores busy at the achievable rate
+    memory_util: float
+    power_w: float  # per GPU, average over the step
+    energy_j: float  # all GPUs
+    clock_fraction: float  # < 1 when a power limit slows the clock
+
+    @property
+    def bound(self) -> str:
+        return max(self.shares().items(), key=lambda kv: kv[1])[0]
+
+    def shares(self) -> dict[str, float]:
+        total = self.time_s or 1.0
+        return {
+            "compute": self.compute_s / total,
+            "memory": self.memory_s / total,
+            "communication": self.comm_s / total,
+            "overhead": self.overhead_s / total,
+        }
+
+
+def _terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
+    yield from layer_terms(dep, shape)
+    yield from head_terms(dep, shape)
+
+
+def _rates(dep: Deployment, shape: BatchShape) -> tuple[float, float]:
+    eff = dep.efficiency
+    prefill_heavy = shape.prefill_tokens >= shape.decode_seqs
+    eta_c = eff.compute_prefill if prefill_heavy else eff.compute_decode
+    return dep.peak_flop_per_s * eta_c, dep.gpu.hbm_bytes_per_s * eff.memory
+
+
+def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
+    """Per-operator detail of a step (for reports, the roofline plot and attribution)."""
+    flop_rate, byte_rate = _rates(dep, shape)
+    flop_rate *= clock_fraction
+    floor = dep.efficiency.kernel_floor_s
+    out = []
+    for name, n, flop, nbytes in _terms(dep, shape):
+        tc, tm = flop / flop_rate, nbytes / byte_rate
+        t = max(tc, tm, floor)
+        bound = "overhead" if floor > tc and floor > tm else ("compute" if tc >= tm else "memory")
+        out.append(OpCost(name, n, n * flop, n * nbytes, n * tc, n * tm, n * t, bound))
+    return out
+
+
+def comm_time_s(dep: Deployment, shape: BatchShape) -> float:
+    """All-reduces of one pass (two per layer under TP) plus the pipeline sends."""
+    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
+    per_layer = 2 * allreduce_time_s(dep, act_bytes)
+    return per_layer * dep.model.num_layers + (dep.pp - 1) * send_time_s(dep, act_bytes)
+
+
+def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
+    """Roofline time, power and energy of one step of `shape` on deployment `dep`."""
+    cost = _step_at_clock(dep, shape, 1.0)
+    cap_w = _cap_w(dep)
+    if cap_w < dep.gpu.tdp_w:
+        activity = dep.power.activity(cost.compute_util, cost.memory_util)
+        f = dep.power.clock_fraction(dep.gpu.idle_w, dep.gpu.tdp_w, cap_w, activity)
+        if f < 1.0:
+            cost = _step_at_clock(dep, shape, f)
+    return cost
+
+
+def _cap_w(dep: Deployment) -> float:
+    limit = dep.power_limit_w
+    return dep.gpu.tdp_w if limit is None else min(limit, dep.gpu.tdp_w)
+
+
+def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) -> StepCost:
+    split = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    busy_c = busy_m = flop = nbytes = 0.0
+    for op in op_costs(dep, shape, clock_fraction):
+        split[op.bound] += op.time_s
+        busy_c += op.compute_s
+        busy_m += op.memory_s
+        flop += op.flop
+        nbytes += op.hbm_bytes
+    pp = dep.pp
+    # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
+    comm_s = comm_time_s(dep, shape)
+    stage_s = split["compute"] + split["memory"] + split["overhead"]
+    overhead_s = split["overhead"] * pp + dep.efficiency.step_overhead_s
+    time_s = stage_s * pp + comm_s + dep.efficiency.step_overhead_s
+    u_c, u_m = min(1.0, busy_c / time_s), min(1.0, busy_m / time_s)
+    power_w = _power_w(dep, u_c, u_m)
+    return StepCost(
+        time_s=time_s,
+        compute_s=split["compute"] * pp,
+        memory_s=split["memory"] * pp,
+        comm_s=comm_s,
+        overhead_s=overhead_s,
+        flop=flop,
+        hbm_bytes=nbytes,
+        compute_util=u_c,
+        memory_util=u_m,
+        power_w=power_w,
+        energy_j=power_w * time_s * dep.num_gpus,
+        clock_fraction=clock_fraction,
+    )
+
+
+def _power_w(dep: Deployment, compute_util: float, memory_util: float) -> float:
+    gpu = dep.gpu
+    cap_w = _cap_w(dep)
+    activity = dep.power.activity(compute_util, memory_util)
+    return min(cap_w, gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * activity)
+
+
+def idle_power_w(dep: Deployment) -> float:
+    """All GPUs of the deployment idling with the model loaded."""
+    return dep.gpu.idle_w * dep.num_gpus

@@ -1,0 +1,126 @@
+"""The estimate API and its JSON (`tokenprobe estimate --json` equals `estimate().to_dict()`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import tokenprobe
+from tokenprobe.cli import app
+from tokenprobe.errors import ConfigError
+
+REQUIRED = ["ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "params_total", "params_active"]
+NESTED = [
+    ("memory", "weights_bytes_per_gpu"),
+    ("memory", "kv_bytes_per_token"),
+    ("memory", "max_concurrent_requests"),
+    ("memory", "fits"),
+    ("prefill", "bound"),
+    ("decode", "bound"),
+    ("energy", "joules_per_output_token"),
+    ("energy", "kwh_per_million_output_tokens"),
+]
+
+
+def test_estimate_json_has_the_issue_keys_in_si_units() -> None:
+    est = tokenprobe.estimate(
+        model="llama-3.1-8b", gpu="h100-sxm", input_tokens=1024, output_tokens=256, batch=8
+    )
+    d = est.to_dict()
+    for key in REQUIRED:
+        assert isinstance(d[key], (int, float)) and d[key] > 0
+    for outer, inner in NESTED:
+        assert inner in d[outer]
+    assert d["memory"]["fits"] is True
+    assert d["prefill"]["bound"] == "compute" and d["decode"]["bound"] == "memory"
+    assert d["e2e_s"] == pytest.approx(d["ttft_s"] + 255 * d["tpot_s"])
+    # 8B bf16 on one H100 at batch 8: TPOT a few ms, TTFT of 8 x 1024 tokens tens of ms
+    assert 4e-3 < d["tpot_s"] < 15e-3
+    assert 20e-3 < d["ttft_s"] < 300e-3
+
+
+def test_cli_json_equals_python_api() -> None:
+    args = [
+        "estimate",
+        "--model",
+        "qwen3-30b-a3b",
+        "--gpu",
+        "h100-sxm",
+        "--input-tokens",
+        "512",
+        "--output-tokens",
+        "128",
+        "--batch",
+        "4",
+        "--weight-dtype",
+        "fp8",
+        "--json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    api = tokenprobe.estimate(
+        model="qwen3-30b-a3b",
+        gpu="h100-sxm",
+        input_tokens=512,
+        output_tokens=128,
+        batch=4,
+        weight_dtype="fp8",
+    ).to_dict()
+    assert json.loads(result.stdout) == json.loads(json.dumps(api))
+
+
+def test_tpot_grows_along_the_output_and_throughput_with_batch() -> None:
+    small = tokenprobe.estimate(
+        model="llama-3.1-8b", gpu="a100-sxm-80gb", input_tokens=2048, output_tokens=2048, batch=1
+    )
+    big = tokenprobe.estimate(
+        model="llama-3.1-8b", gpu="a100-sxm-80gb", input_tokens=2048, output_tokens=2048, batch=32
+    )
+    curve = small.tpot_curve
+    assert curve[-1][1] > curve[0][1]
+    assert big.output_tokens_per_s > 10 * small.output_tokens_per_s
+    assert small.compute_bound_batch is not None and small.compute_bound_batch > 32
+
+
+def test_model_that_does_not_fit_is_an_answer_not_an_error() -> None:
+    est = tokenprobe.estimate(
+        model="llama-3.1-405b", gpu="h100-sxm", input_tokens=1024, output_tokens=128
+    )
+    mem = est.to_dict()["memory"]
+    assert mem["fits"] is False
+    assert mem["max_concurrent_requests"] == 0
+    assert "exceed" in mem["reason"]
+    assert mem["weights_bytes_per_gpu"] > 700e9
+
+
+def test_tp_spreads_weights_and_adds_communication() -> None:
+    one = tokenprobe.estimate(
+        model="llama-3.1-70b", gpu="h100-sxm", tp=8, input_tokens=1024, output_tokens=64
+    )
+    d = one.to_dict()
+    assert d["memory"]["weights_bytes_per_gpu"] == pytest.approx(70.6e9 * 2 / 8, rel=0.03)
+    assert d["decode"]["shares"]["communication"] > 0
+    pcie = tokenprobe.estimate(
+        model="llama-3.1-70b", gpu="h100-pcie", tp=8, input_tokens=1024, output_tokens=64
+    ).to_dict()
+    assert pcie["decode"]["shares"]["communication"] > d["decode"]["shares"]["communication"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"input_tokens": 0}, "input_tokens"),
+        ({"output_tokens": -3}, "output_tokens"),
+        ({"batch": 0}, "batch"),
+        ({"tp": 3}, "tp"),
+        ({"weight_dtype": "fp12"}, "weight_dtype"),
+        ({"num_gpus": 4, "tp": 2}, "num_gpus"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> None:
+    base: dict[str, object] = {"input_tokens": 128, "output_tokens": 16}
+    with pytest.raises(ConfigError) as info:
+        tokenprobe.estimate("llama-3.1-8b", "h100-sxm", **{**base, **kwargs})  # type: ignore[arg-type]
+    assert info.value.field == field

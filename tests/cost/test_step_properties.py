@@ -1,0 +1,113 @@
+"""Properties of the roofline step model (hypothesis)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenprobe.cost import BatchShape, Deployment, make_deployment, op_costs, step_cost
+from tokenprobe.hardware import GpuSpec
+
+MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-3-27b", "qwen3-30b-a3b"]
+
+shapes = st.builds(
+    lambda pt, pc, ds, ctx: BatchShape(
+        prefill_tokens=pt,
+        prefill_attn_pairs=pt * (pt + 1) / 2,
+        prefill_seqs=1 if pt else 0,
+        decode_seqs=ds,
+        decode_context_tokens=ds * ctx,
+    ),
+    st.integers(0, 8192),
+    st.just(0),
+    st.integers(0, 512),
+    st.integers(1, 32768),
+)
+
+
+def _faster(gpu: GpuSpec, what: str, factor: float) -> GpuSpec:
+    if what == "compute":
+        peaks = {k: v * factor for k, v in gpu.peak_flop_per_s.items()}
+        return dataclasses.replace(gpu, peak_flop_per_s=peaks)
+    if what == "memory":
+        return dataclasses.replace(gpu, hbm_bytes_per_s=gpu.hbm_bytes_per_s * factor)
+    link = dataclasses.replace(gpu.link, bytes_per_s=gpu.link.bytes_per_s * factor)
+    return dataclasses.replace(gpu, link=link)
+
+
+def _dep(model: str, tp: int = 1) -> Deployment:
+    return make_deployment(model, "h100-sxm", tp=tp, weight_dtype="fp8")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=shapes,
+    model=st.sampled_from(MODELS),
+    what=st.sampled_from(["compute", "memory", "link"]),
+    factor=st.floats(1.0, 10.0),
+)
+def test_time_never_rises_when_a_resource_gets_faster(
+    shape: BatchShape, model: str, what: str, factor: float
+) -> None:
+    if shape.tokens == 0:
+        return
+    dep = _dep(model, tp=2)
+    faster = dataclasses.replace(dep, gpu=_faster(dep.gpu, what, factor))
+    assert step_cost(faster, shape).time_s <= step_cost(dep, shape).time_s * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=shapes, model=st.sampled_from(MODELS))
+def test_time_is_sum_of_roofline_ops_plus_comm_plus_overhead(shape: BatchShape, model: str) -> None:
+    if shape.tokens == 0:
+        return
+    dep = _dep(model, tp=2)
+    cost = step_cost(dep, shape)
+    ops = op_costs(dep, shape)
+    floor = dep.efficiency.kernel_floor_s
+    for op in ops:  # each operator: max(compute, memory, floor) over its layers
+        assert op.time_s == pytest.approx(max(op.compute_s, op.memory_s, floor * op.layers))
+    expected = sum(o.time_s for o in ops) + cost.comm_s + dep.efficiency.step_overhead_s
+    assert cost.time_s == pytest.approx(expected)
+    assert sum(cost.shares().values()) == pytest.approx(1.0)
+    assert dep.gpu.idle_w <= cost.power_w <= dep.gpu.tdp_w
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 256), ctx=st.integers(1, 32000), extra=st.integers(1, 4000))
+def test_decode_step_grows_with_context_and_batch(batch: int, ctx: int, extra: int) -> None:
+    dep = _dep("llama-3.1-8b")
+    base = step_cost(dep, BatchShape.decode(batch, ctx)).time_s
+    assert step_cost(dep, BatchShape.decode(batch, ctx + extra)).time_s >= base
+    assert step_cost(dep, BatchShape.decode(batch + 1, ctx)).time_s >= base
+
+
+def test_power_cap_slows_compute_bound_work_and_caps_power() -> None:
+    full = make_deployment("llama-3.1-70b", "h100-sxm", tp=4)
+    capped = dataclasses.replace(full, power_limit_w=0.5 * full.gpu.tdp_w)
+    shape = BatchShape.prefill(8192)
+    a, b = step_cost(full, shape), step_cost(capped, shape)
+    assert b.power_w <= 0.5 * full.gpu.tdp_w + 1e-9
+    assert b.time_s > a.time_s
+    assert b.clock_fraction < 1
+
+
+def test_sliding_window_layers_read_at_most_their_window() -> None:
+    dep = make_deployment("gpt-oss-20b", "h100-sxm")
+    short = step_cost(dep, BatchShape.decode(8, 1000)).hbm_bytes
+    long = step_cost(dep, BatchShape.decode(8, 100_000)).hbm_bytes
+    full_only = [g for g in dep.model.layer_groups if g[0].window == 0]
+    assert full_only  # gpt-oss alternates sliding and full layers
+    # bytes still grow (full layers) but by less than if every layer read the whole context
+    per_token_all = dep.kv_bytes_per_token_per_gpu
+    assert 0 < long - short < 8 * 99_000 * per_token_all
+
+
+def test_moe_touches_more_experts_as_batch_grows() -> None:
+    dep = _dep("mixtral-8x7b")
+    one = step_cost(dep, BatchShape.decode(1, 512)).hbm_bytes
+    many = step_cost(dep, BatchShape.decode(64, 512)).hbm_bytes
+    assert many > 2 * one  # 2 of 8 experts at batch 1, nearly all 8 at batch 64

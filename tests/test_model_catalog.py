@@ -1,0 +1,272 @@
+"""The built-in model catalog (requirement E1): every entry resolves, and its parameter counts,
+derived from the architecture alone, match the figures its publisher printed.
+
+Each catalog file is a Hugging Face `config.json` plus a `_tokenprobe` block naming the entry, its
+HF id, its aliases, where the config came from and the published parameter counts with their
+source. The published counts are strings exactly as printed ("8.03B", "37B") so that a figure's
+precision travels with it: a count matches when it is within 1% of the figure or within one unit
+of the figure's last printed digit, whichever is wider (publishers round and also truncate:
+Qwen2.5-7B's 7.616B is printed "7.61B", Qwen3-30B-A3B's 3.35B active is printed "3.3B").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenprobe.errors import UnknownModelError
+from tokenprobe.model import CATALOG_DIR, ModelSpec, catalog_names, get_model
+from tokenprobe.precision import DTYPES
+from tokenprobe.units import GIGA, GiB, KiB
+
+# The catalog issue 2 asks for, by name.
+REQUIRED = (
+    "llama-2-7b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
+    "llama-3.3-70b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b", "qwen2.5-72b",
+    "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+    "gpt-oss-20b", "gpt-oss-120b", "gemma-3-27b",
+)  # fmt: skip
+
+FILES = sorted(CATALOG_DIR.glob("*.json"))
+
+
+def _meta(file: Path) -> dict[str, Any]:
+    meta: dict[str, Any] = json.loads(file.read_text())["_tokenprobe"]
+    return meta
+
+
+def _non_embedding(spec: ModelSpec) -> int:
+    """Qwen's "non-embedding" count leaves out both the embedding table and the LM head."""
+    return spec.params_total - spec.embedding_params - spec.lm_head_params
+
+
+COUNTS: dict[str, Callable[[ModelSpec], int]] = {
+    "params_total": lambda s: s.params_total,
+    "params_active": lambda s: s.params_active,
+    "params_active_no_embedding": lambda s: s.params_active_no_embedding,
+    "params_non_embedding": _non_embedding,
+}
+
+
+def parse_published(text: str) -> tuple[float, float]:
+    """'8.03B' -> (8.03e9, 0.01e9): the figure and one unit of its last printed digit."""
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?B", text)
+    assert match, f"published count {text!r} is not like '8.03B'"
+    decimals = len(match.group(2) or "")
+    return float(text[:-1]) * GIGA, 10.0**-decimals * GIGA
+
+
+def _published_cases() -> list[Any]:
+    cases = []
+    for file in FILES:
+        for key, text in _meta(file)["published"].items():
+            if key in COUNTS:
+                cases.append(pytest.param(file.stem, key, text, id=f"{file.stem}-{key}"))
+    return cases
+
+
+# ---- the catalog as data -------------------------------------------------------------------
+
+
+def test_every_required_model_is_in_the_catalog() -> None:
+    missing = sorted(set(REQUIRED) - set(catalog_names()))
+    assert not missing
+
+
+@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+def test_catalog_file_names_itself_cites_and_publishes(file: Path) -> None:
+    meta = _meta(file)
+    assert meta["name"] == file.stem
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", meta["hf_id"])
+    assert meta["source"].startswith("https://")
+    published = meta["published"]
+    assert "params_total" in published
+    assert published["source"]
+    assert set(published) <= {*COUNTS, "source"}
+
+
+def test_names_ids_and_aliases_point_to_one_entry_each() -> None:
+    owner: dict[str, str] = {}
+    for file in FILES:
+        meta = _meta(file)
+        keys = {file.stem, meta["name"], meta["hf_id"], *meta["aliases"]}
+        for key in {k.lower() for k in keys}:
+            assert owner.setdefault(key, file.stem) == file.stem, f"{key} in two entries"
+
+
+@pytest.mark.parametrize("file", FILES, ids=[f.stem for f in FILES])
+def test_moe_entries_publish_an_active_count(file: Path) -> None:
+    spec = get_model(file.stem)
+    published = _meta(file)["published"]
+    if spec.moe is None:
+        assert spec.params_active == spec.params_total
+    else:
+        assert {"params_active", "params_active_no_embedding"} & set(published)
+        assert spec.params_active < spec.params_total
+
+
+# ---- three ways in -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_name_hf_id_and_alias_resolve_to_the_same_model(name: str) -> None:
+    meta = _meta(CATALOG_DIR / f"{name}.json")
+    by_name = get_model(name)
+    assert by_name.name == name
+    assert by_name.hf_id == meta["hf_id"]
+    assert get_model(meta["hf_id"]) == by_name
+    assert get_model(meta["hf_id"].upper()) == by_name
+    for alias in meta["aliases"]:
+        assert get_model(alias) == by_name
+
+
+def test_issue_example_hf_id_is_llama_31_8b() -> None:
+    assert get_model("meta-llama/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "deepseek-v3", "gemma-3-27b", "gpt-oss-20b"])
+def test_a_config_path_or_folder_gives_the_catalog_counts(name: str, tmp_path: Path) -> None:
+    file = CATALOG_DIR / f"{name}.json"
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(file, folder / "config.json")
+    catalog = get_model(name)
+    for spec in (get_model(str(file)), get_model(Path(file)), get_model(str(folder))):
+        assert (spec.params_total, spec.params_active) == (
+            catalog.params_total,
+            catalog.params_active,
+        )
+        assert spec.kv_elements_per_token == catalog.kv_elements_per_token
+
+
+def test_a_near_miss_name_suggests_the_catalog_entry() -> None:
+    with pytest.raises(UnknownModelError, match=r"llama-3\.1-8b"):
+        get_model("llama-3.1-8")
+
+
+# ---- parameter counts against the published figures ---------------------------------------
+
+
+def test_parse_published_keeps_the_printed_precision() -> None:
+    assert parse_published("8.03B") == pytest.approx((8.03e9, 0.01e9))
+    assert parse_published("37B") == pytest.approx((37e9, 1e9))
+    assert parse_published("70.0B") == pytest.approx((70e9, 0.1e9))
+
+
+@pytest.mark.parametrize(("name", "key", "text"), _published_cases())
+def test_parameter_count_matches_the_published_figure(name: str, key: str, text: str) -> None:
+    figure, last_digit = parse_published(text)
+    count = COUNTS[key](get_model(name))
+    tolerance = max(0.01 * figure, last_digit)
+    assert abs(count - figure) <= tolerance, f"{name} {key}: {count:,} vs published {text}"
+
+
+@pytest.mark.parametrize(
+    ("name", "exact_total"),
+    [
+        # Sums of the checkpoints' tensor shapes (HF safetensors metadata), exact to the unit.
+        ("llama-2-7b", 6_738_415_616),
+        ("llama-2-70b", 68_976_648_192),
+        ("llama-3.1-8b", 8_030_261_248),
+        ("llama-3.1-70b", 70_553_706_496),
+        ("mistral-7b", 7_241_732_096),
+        ("mixtral-8x7b", 46_702_792_704),
+    ],
+)
+def test_dense_and_mixtral_totals_are_exact(name: str, exact_total: int) -> None:
+    assert get_model(name).params_total == exact_total
+
+
+# ---- architecture facts the cost model relies on ------------------------------------------
+
+
+def test_seed_kv_bytes_per_token_70b_fp16() -> None:
+    """80 layers x 8 KV heads x 128 dims x (K, V) x 2 B = 320 KiB; 100K tokens = 31.25 GiB."""
+    fp16 = DTYPES["fp16"].bytes_per_element
+    for name in ("llama-2-70b", "llama-3.1-70b", "llama-3.3-70b"):
+        kv_bytes_per_token = get_model(name).kv_elements_per_token * fp16
+        assert kv_bytes_per_token == 320 * KiB
+        assert kv_bytes_per_token * 100 * 1024 == pytest.approx(31.25 * GiB)
+
+
+def test_seed_7b_weights_in_fp16_are_about_14_gb() -> None:
+    fp16 = DTYPES["fp16"].bytes_per_element
+    for name in ("llama-2-7b", "mistral-7b", "qwen2.5-7b"):
+        weights_bytes = get_model(name).params_total * fp16
+        assert 13.4 * GIGA < weights_bytes < 15.3 * GIGA
+
+
+def test_deepseek_v3_mla_moe_shape() -> None:
+    spec = get_model("deepseek-v3")
+    assert spec.mla is not None and spec.moe is not None
+    assert spec.kv_elements_per_token_per_layer() == 512 + 64  # latent + decoupled RoPE key
+    assert spec.kv_elements_per_token == 61 * 576
+    groups = {layer.moe: n for layer, n in spec.layer_groups}
+    assert groups == {False: 3, True: 58}
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (256, 8)
+    assert (spec.moe.num_shared_experts, spec.moe.shared_intermediate_size) == (1, 2048)
+
+
+def test_deepseek_v2_lite_projects_queries_without_lora() -> None:
+    spec = get_model("deepseek-v2-lite")
+    assert spec.mla is not None and spec.mla.q_lora_rank == 0
+    assert spec.moe is not None and spec.moe.num_shared_experts == 2
+    assert spec.moe.first_dense_layers == 1
+
+
+def test_gemma_3_27b_five_local_layers_per_global() -> None:
+    spec = get_model("gemma-3-27b")
+    groups = {(layer.attention, layer.window): n for layer, n in spec.layer_groups}
+    assert groups == {("sliding", 1024): 52, ("full", 0): 10}
+    assert spec.tie_word_embeddings and spec.qk_norm and spec.gated_mlp
+    assert spec.vocab_size == 262_208
+    full_context = spec.kv_elements_per_token * 100_000
+    assert spec.kv_elements_for_context(100_000) < 0.2 * full_context
+
+
+@pytest.mark.parametrize(
+    ("name", "layers", "experts"), [("gpt-oss-20b", 24, 32), ("gpt-oss-120b", 36, 128)]
+)
+def test_gpt_oss_alternates_banded_and_full_attention(name: str, layers: int, experts: int) -> None:
+    spec = get_model(name)
+    groups = {(layer.attention, layer.window): n for layer, n in spec.layer_groups}
+    assert groups == {("sliding", 128): layers // 2, ("full", 0): layers // 2}
+    assert spec.moe is not None and spec.moe.expert_bias
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (experts, 4)
+    assert spec.qkv_bias and spec.o_bias
+
+
+def test_mistral_v01_slides_and_v03_does_not() -> None:
+    v01, v03 = get_model("mistral-7b"), get_model("mistral-7b-v0.3")
+    assert {(layer.attention, layer.window) for layer, _ in v01.layer_groups} == {("sliding", 4096)}
+    assert {layer.attention for layer, _ in v03.layer_groups} == {"full"}
+
+
+@pytest.mark.parametrize(
+    ("name", "experts", "top_k"),
+    [
+        ("mixtral-8x7b", 8, 2),
+        ("mixtral-8x22b", 8, 2),
+        ("qwen3-30b-a3b", 128, 8),
+        ("qwen3-235b-a22b", 128, 8),
+    ],
+)
+def test_moe_without_shared_experts(name: str, experts: int, top_k: int) -> None:
+    spec = get_model(name)
+    assert spec.moe is not None
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (experts, top_k)
+    assert spec.moe.num_shared_experts == 0 and spec.moe.first_dense_layers == 0
+    assert all(layer.moe for layer, _ in spec.layer_groups)
+
+
+def test_qwen_attention_biases_and_norms() -> None:
+    qwen25, qwen3 = get_model("qwen2.5-7b"), get_model("qwen3-8b")
+    assert qwen25.qkv_bias and not qwen25.qk_norm
+    assert qwen3.qk_norm and not qwen3.qkv_bias
+    assert {layer.attention for layer, _ in qwen25.layer_groups} == {"full"}
