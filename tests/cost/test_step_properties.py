@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenprobe.cost import BatchShape, Deployment, make_deployment, op_costs, step_cost
+from tokenprobe.cost.ops import KERNELS
 from tokenprobe.hardware import GpuSpec
 
 MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-3-27b", "qwen3-30b-a3b"]
@@ -67,9 +68,12 @@ def test_time_is_sum_of_roofline_ops_plus_comm_plus_overhead(shape: BatchShape, 
     dep = _dep(model, tp=2)
     cost = step_cost(dep, shape)
     ops = op_costs(dep, shape)
-    floor = dep.efficiency.kernel_floor_s
-    for op in ops:  # each operator: max(compute, memory, floor) over its layers
-        assert op.time_s == pytest.approx(max(op.compute_s, op.memory_s, floor * op.layers))
+    alpha = dep.efficiency.kernel_overhead_s
+    for op in ops:  # each operator: kernels x alpha + max(compute, memory), over its layers
+        kernels = KERNELS[op.name]
+        assert op.time_s == pytest.approx(
+            op.layers * kernels * alpha + max(op.compute_s, op.memory_s)
+        )
     expected = sum(o.time_s for o in ops) + cost.comm_s + dep.efficiency.step_overhead_s
     assert cost.time_s == pytest.approx(expected)
     assert sum(cost.shares().values()) == pytest.approx(1.0)

@@ -21,7 +21,7 @@ def transfer_time_s(n_bytes: float, bytes_per_s: float) -> float:
 
 def allreduce_time_s(dep: Deployment, n_bytes: float, n_gpus: int | None = None) -> float:
     n = dep.tp if n_gpus is None else n_gpus
-    if n <= 1 or n_bytes <= 0:
+    if n <= 1:
         return 0.0
     link = dep.gpu.link
     bus_bytes = 2 * (n - 1) / n * n_bytes
@@ -29,7 +29,5 @@ def allreduce_time_s(dep: Deployment, n_bytes: float, n_gpus: int | None = None)
 
 
 def send_time_s(dep: Deployment, n_bytes: float) -> float:
-    if n_bytes <= 0:
-        return 0.0
     link = dep.gpu.link
     return link.latency_s + n_bytes / (link.bytes_per_s * dep.efficiency.link)

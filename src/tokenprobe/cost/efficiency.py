@@ -15,8 +15,14 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 - `link` 0.80: achieved fraction of the per-direction GPU-GPU bandwidth by a ring all-reduce's
   bus bandwidth (nccl-tests busbw reaches ~80 % of the NVLink per-direction rate; see the vidur
   collectives profile in shared/validation).
-- `kernel_floor_s` 2 µs: the least time one operator kernel takes (launch and tail) when run from
-  a CUDA graph; the "per-layer launch/overhead floor".
+- `attention_memory` 0.60: achieved fraction of HBM bandwidth by decode attention over a paged KV
+  cache (scattered blocks, one query row per sequence); PagedAttention and FlashInfer decode
+  kernels reach ~50-75 % of peak (FlashInfer, arXiv:2501.01005, fig. 7; vLLM paged-attention
+  kernel benchmarks), lower than dense weight reads.
+- `kernel_overhead_s` 4 µs: time every kernel adds beyond its roofline time: launch gap, ramp-up
+  and tail (partly filled waves) even inside a CUDA graph (NVIDIA "Getting Started with CUDA
+  Graphs": ~2-3 µs launch per kernel; small-kernel tail effects add as much). Each operator
+  counts its kernels (ops.py), so this is the per-layer launch/overhead floor.
 - `step_overhead_s` 0.5 ms: per engine step CPU work not hidden behind the GPU (scheduling,
   sampling, detokenizing a batch, Python), vLLM v1 scale; TensorRT-LLM is lower.
 """
@@ -35,8 +41,9 @@ class Efficiency:
     compute_prefill: float = 0.70
     compute_decode: float = 0.55
     memory: float = 0.80
+    attention_memory: float = 0.60
     link: float = 0.80
-    kernel_floor_s: float = 2 * MICRO
+    kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
 
     def __post_init__(self) -> None:

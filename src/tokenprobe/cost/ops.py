@@ -16,7 +16,9 @@ Per decoder layer (Megatron-style tensor parallel split over `tp`, see deploymen
 Per step: the LM head (2·rows·h·V FLOP over the last position of each sequence; fp32 logits
 written) and the embedding lookup.
 
-Each term is (name, layers, flop, bytes); `step.py` turns them into time with the roofline.
+Each term is (name, layers, flop, bytes, kernels); `step.py` turns them into time with the roofline.
+The same arithmetic runs on numpy arrays (`sweep.py` passes a grid of shapes), so there is one
+copy of every formula.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.shape import BatchShape
@@ -34,7 +39,24 @@ from tokenprobe.model import LayerSpec
 ELEMENTWISE_PASSES = 10.0
 LOGIT_BYTES = 4.0  # vLLM computes logits in fp32
 
-OpTerm = tuple[str, float, float, float]  # (name, layers, flop, hbm_bytes) per GPU
+OpTerm = tuple[str, float, float, float, int]  # (name, layers, flop, hbm_bytes, kernels) per GPU
+
+# Kernels each operator launches per layer in a vLLM-like engine (fused residual+RMSNorm, fused
+# SiLU-and-mul, fused MoE): the count the per-kernel overhead applies to.
+KERNELS = {
+    "qkv_proj": 1,
+    "attention": 3,
+    "o_proj": 1,
+    "mlp": 3,
+    "shared_experts": 3,
+    "router": 2,
+    "experts": 5,
+    "elementwise": 2,
+    "embedding": 1,
+    "lm_head": 4,
+}
+# Operators whose bytes are the paged KV cache (read at `Efficiency.attention_memory`).
+KV_OPS = frozenset({"attention"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +150,13 @@ def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
     )
 
 
+def _term(name: str, layers: float, flop: Any, nbytes: Any) -> OpTerm:
+    return (name, layers, flop, nbytes, KERNELS[name])
+
+
 def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: int) -> float:
     """Expected number of distinct experts hit by `tokens` tokens each routed to k of E experts,
     with uniform independent routing: E·(1 − (1 − k/E)^T)."""
-    if tokens <= 0:
-        return 0.0
     return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
 
 
@@ -148,17 +172,19 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     tokens = shape.tokens
     for g in group_coeffs(dep):
         n = g.layers
-        yield (
+        yield _term(
             "qkv_proj",
             n,
             2 * tokens * g.qkv_weights,
             g.qkv_weights * wb + tokens * (h + g.qkv_out) * ab,
         )
         yield _attention(g, shape, ab, kb, h)
-        yield ("o_proj", n, 2 * tokens * g.o_weights, g.o_weights * wb + tokens * (g.o_in + h) * ab)
+        yield _term(
+            "o_proj", n, 2 * tokens * g.o_weights, g.o_weights * wb + tokens * (g.o_in + h) * ab
+        )
         if g.mlp_weights:
             name = "shared_experts" if g.moe else "mlp"
-            yield (
+            yield _term(
                 name,
                 n,
                 2 * tokens * g.mlp_weights,
@@ -166,19 +192,26 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
             )
         if g.moe and m.moe is not None:
             yield from _moe_terms(dep, g, tokens, wb, ab, h)
-        yield ("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
+        yield _term("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
+
+
+def _minimum(a: Any, b: Any) -> Any:
+    """min() for floats, elementwise for the numpy grids of `sweep.py` (floats stay fast)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.minimum(a, b)
+    return a if a <= b else b
 
 
 def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float, h: int) -> OpTerm:
     pairs = shape.prefill_attn_pairs
-    ctx = float(shape.decode_context_tokens)
+    ctx = shape.decode_context_tokens
     if g.window:
-        pairs = min(pairs, shape.prefill_tokens * g.window)
-        ctx = min(ctx, shape.decode_seqs * g.window)
+        pairs = _minimum(pairs, shape.prefill_tokens * g.window)
+        ctx = _minimum(ctx, shape.decode_seqs * g.window)
     flop = pairs * g.attn_flop_per_pair_prefill + ctx * g.attn_flop_per_pair_decode
     kv_bytes = (ctx + shape.tokens) * g.kv_elems_per_token * kb  # read cache, write new K/V
     io_bytes = shape.tokens * (g.qkv_out + g.o_in) * ab
-    return ("attention", g.layers, flop, kv_bytes + io_bytes)
+    return _term("attention", g.layers, flop, kv_bytes + io_bytes)
 
 
 def _moe_terms(
@@ -187,7 +220,7 @@ def _moe_terms(
     moe = dep.model.moe
     assert moe is not None
     n = g.layers
-    yield ("router", n, 2 * tokens * g.router_weights, g.router_weights * ab + tokens * h * ab)
+    yield _term("router", n, 2 * tokens * g.router_weights, g.router_weights * ab + tokens * h * ab)
     touched = (
         g.experts_here
         / moe.num_experts
@@ -196,7 +229,7 @@ def _moe_terms(
     routed_rows = tokens * moe.experts_per_token * g.experts_here / moe.num_experts
     flop = 2 * routed_rows * g.expert_weights
     act = routed_rows * (2 * h + 4 * g.expert_inner) * ab
-    yield ("experts", n, flop, touched * g.expert_weights * wb + act)
+    yield _term("experts", n, flop, touched * g.expert_weights * wb + act)
 
 
 def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
@@ -207,8 +240,8 @@ def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     # quantized checkpoints keep embeddings and LM head in 16-bit (AWQ, FP8 and NVFP4 recipes)
     hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
     rows = shape.logit_rows
-    yield ("embedding", 1, 0.0, shape.tokens * h * (hb + ab))
-    yield (
+    yield _term("embedding", 1, 0.0, shape.tokens * h * (hb + ab))
+    yield _term(
         "lm_head",
         1,
         2 * rows * h * vocab_gpu,

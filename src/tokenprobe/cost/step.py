@@ -1,11 +1,12 @@
 """Time, power and energy of one engine step from the roofline (requirements E5-E7, E12, E13).
 
-Each operator takes t = max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m), kernel floor) (Williams,
+Each operator takes t = kernels·α + max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m)) (Williams,
 Waterman & Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363).
 Tensor-parallel all-reduces (two per layer, after attention and after the MLP/MoE, Megatron-LM)
 and pipeline sends are added without overlap, as vLLM runs them; a fixed per-step overhead
 (scheduling, sampling) closes the step. Every second of the step is attributed to the resource
-that bounds it: compute, memory (HBM), communication, or overhead (launch floors, step overhead).
+that bounds it: compute, memory (HBM), communication, or overhead (per-kernel overheads and the
+step overhead).
 
 With pipeline parallelism the step is one full pass through all `pp` stages (the latency a token
 sees); each GPU works 1/pp of it unless the engine keeps pp micro-batches in flight.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.ops import OpTerm, head_terms, layer_terms
+from tokenprobe.cost.ops import KV_OPS, OpTerm, head_terms, layer_terms
 from tokenprobe.cost.shape import BatchShape
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
@@ -74,30 +75,41 @@ class StepCost:
         }
 
 
-def _terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
+def terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     yield from layer_terms(dep, shape)
     yield from head_terms(dep, shape)
 
 
-def _rates(dep: Deployment, shape: BatchShape) -> tuple[float, float]:
+def rates(dep: Deployment, prefill_heavy: bool) -> tuple[float, float]:
+    """Achievable FLOP/s and HBM bytes/s. A step with at least as many prefill tokens as decode
+    sequences counts as prefill for the compute efficiency (large GEMMs)."""
     eff = dep.efficiency
-    prefill_heavy = shape.prefill_tokens >= shape.decode_seqs
     eta_c = eff.compute_prefill if prefill_heavy else eff.compute_decode
     return dep.peak_flop_per_s * eta_c, dep.gpu.hbm_bytes_per_s * eff.memory
 
 
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
     """Per-operator detail of a step (for reports, the roofline plot and attribution)."""
-    flop_rate, byte_rate = _rates(dep, shape)
-    flop_rate *= clock_fraction
-    floor = dep.efficiency.kernel_floor_s
     out = []
-    for name, n, flop, nbytes in _terms(dep, shape):
-        tc, tm = flop / flop_rate, nbytes / byte_rate
-        t = max(tc, tm, floor)
-        bound = "overhead" if floor > tc and floor > tm else ("compute" if tc >= tm else "memory")
-        out.append(OpCost(name, n, n * flop, n * nbytes, n * tc, n * tm, n * t, bound))
+    for name, n, flop, nbytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
+        bound = "overhead" if tk > tc and tk > tm else ("compute" if tc >= tm else "memory")
+        out.append(
+            OpCost(name, n, n * flop, n * nbytes, n * tc, n * tm, n * (tk + max(tc, tm)), bound)
+        )
     return out
+
+
+def _op_times(
+    dep: Deployment, shape: BatchShape, clock_fraction: float
+) -> Iterator[tuple[str, float, float, float, float, float, float]]:
+    """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
+    flop_rate, byte_rate = rates(dep, shape.prefill_tokens >= shape.decode_seqs)
+    flop_rate *= clock_fraction
+    kv_rate = dep.gpu.hbm_bytes_per_s * dep.efficiency.attention_memory
+    alpha = dep.efficiency.kernel_overhead_s
+    for name, n, flop, nbytes, kernels in terms(dep, shape):
+        tm = nbytes / (kv_rate if name in KV_OPS else byte_rate)
+        yield name, n, flop, nbytes, flop / flop_rate, tm, kernels * alpha
 
 
 def comm_time_s(dep: Deployment, shape: BatchShape) -> float:
@@ -125,28 +137,29 @@ def _cap_w(dep: Deployment) -> float:
 
 
 def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) -> StepCost:
-    split = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
-    busy_c = busy_m = flop = nbytes = 0.0
-    for op in op_costs(dep, shape, clock_fraction):
-        split[op.bound] += op.time_s
-        busy_c += op.compute_s
-        busy_m += op.memory_s
-        flop += op.flop
-        nbytes += op.hbm_bytes
-    pp = dep.pp
+    compute_s = memory_s = kernel_s = busy_c = busy_m = flop = nbytes = 0.0
+    for _, n, op_flop, op_bytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
+        if tc >= tm:
+            compute_s += n * tc
+        else:
+            memory_s += n * tm
+        kernel_s += n * tk
+        busy_c += n * tc
+        busy_m += n * tm
+        flop += n * op_flop
+        nbytes += n * op_bytes
+    pp, step_overhead_s = dep.pp, dep.efficiency.step_overhead_s
     # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
     comm_s = comm_time_s(dep, shape)
-    stage_s = split["compute"] + split["memory"] + split["overhead"]
-    overhead_s = split["overhead"] * pp + dep.efficiency.step_overhead_s
-    time_s = stage_s * pp + comm_s + dep.efficiency.step_overhead_s
+    time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s
     u_c, u_m = min(1.0, busy_c / time_s), min(1.0, busy_m / time_s)
     power_w = _power_w(dep, u_c, u_m)
     return StepCost(
         time_s=time_s,
-        compute_s=split["compute"] * pp,
-        memory_s=split["memory"] * pp,
+        compute_s=compute_s * pp,
+        memory_s=memory_s * pp,
         comm_s=comm_s,
-        overhead_s=overhead_s,
+        overhead_s=kernel_s * pp + step_overhead_s,
         flop=flop,
         hbm_bytes=nbytes,
         compute_util=u_c,
