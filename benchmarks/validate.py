@@ -11,7 +11,8 @@ Mappings and assumptions (stated, not fitted):
   fp8 KV cache (the doc's config); the A100 of unstated memory is taken as SXM 80 GB.
 - ML.ENERGY v3 (vLLM, steady state): a step decodes `avg_batch_size` sequences and prefills the
   arrivals that keep the batch full, avg_batch·ISL/OSL tokens per step (continuous batching);
-  ITL median ≈ that step's time; J/output token = GPU power·step time / batch. Input lengths are
+  J/output token = energy of that average step / batch; the median ITL is that step when a
+  prefill lands in most steps (batch/OSL >= 0.5), else a decode-only step. Input lengths are
   not published: ISL is assumed per task (TASK_ISL below). EP rows (tp=1, ep=N) are run as EP
   over N GPUs with tensor-parallel attention. gpt-oss weights are taken as mxfp4 throughout.
 
@@ -186,8 +187,13 @@ def _mlenergy(row: dict[str, str]) -> Iterator[Case]:
                        prefill_seqs=1 if prefill else 0, decode_seqs=int(round(batch)),
                        decode_context_tokens=int(round(batch)) * ctx)
     cost = step_cost(dep, shape)
+    # a new request joins every osl/batch steps; when that is less often than every other step,
+    # the median inter-token gap is a decode-only step (the prefill steps are the tail)
+    decode_only = step_cost(dep, BatchShape.decode(int(round(batch)), ctx))
+    median_step = cost if batch / osl >= 0.5 else decode_only
     key = f"{row['model']} {gpus}gpu B{batch:.0f}"
-    yield Case("mlenergy_v3", "itl_median", float(row["itl_ms_median"]) * MILLI, cost.time_s, key)
+    yield Case("mlenergy_v3", "itl_median", float(row["itl_ms_median"]) * MILLI,
+               median_step.time_s, key)
     j_per_tok = cost.energy_j / batch
     yield Case("mlenergy_v3", "energy_per_output_token", float(row["energy_J_per_output_token"]),
                j_per_tok, key)

@@ -24,7 +24,7 @@ from tokenprobe.cost.energy import EnergyPrices, joules_to_kwh_per_million
 from tokenprobe.cost.host import HostModel
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.step import OpCost, StepCost, op_costs, step_cost
+from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, step_cost
 from tokenprobe.errors import ConfigError
 from tokenprobe.units import SECONDS_PER_HOUR
 
@@ -160,6 +160,20 @@ class Estimate:
         )
         return out
 
+    def communication(self) -> dict[str, Any]:
+        """Per-step GPU-GPU traffic of prefill and of a mid-output decode step, and the
+        pipeline bubble of one batch going through pp stages without micro-batches
+        ((pp − 1)/pp of each GPU's time idle; GPipe, Huang et al. arXiv:1811.06965)."""
+        d, w = self.deployment, self.workload
+        mid_ctx = w.input_tokens + w.output_tokens // 2
+        return {
+            "link": d.gpu.link.kind,
+            "link_bytes_per_s": d.gpu.link.bytes_per_s,
+            "prefill": comm_breakdown(d, BatchShape.prefill(w.input_tokens, w.batch)),
+            "decode_step": comm_breakdown(d, BatchShape.decode(w.batch, mid_ctx)),
+            "pipeline_bubble_fraction": (d.pp - 1) / d.pp,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         d, w, m = self.deployment, self.workload, self.deployment.model
         return {
@@ -192,6 +206,7 @@ class Estimate:
                 "tpot_s_by_context": [[c, t] for c, t in self.tpot_curve],
                 "compute_bound_batch": self.compute_bound_batch,
             },
+            "communication": self.communication(),
             "memory": self.memory.to_dict(),
             "energy": self.energy(),
             "efficiency": {k: getattr(d.efficiency, k) for k in d.efficiency.__slots__},

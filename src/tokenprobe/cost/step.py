@@ -112,11 +112,26 @@ def _op_times(
         yield name, n, flop, nbytes, flop / flop_rate, tm, kernels * alpha
 
 
+def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:
+    """Communication of one pass: TP all-reduces (two per layer, activation-sized: tokens x
+    hidden x 2 B) and pipeline sends between the pp stages, in bytes and seconds."""
+    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
+    allreduces = 2 * dep.model.num_layers if dep.tp > 1 else 0
+    return {
+        "allreduce_bytes": act_bytes,
+        "allreduces_per_step": allreduces,
+        "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes),
+        "pipeline_sends_per_step": dep.pp - 1,
+        "pipeline_send_s": (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0,
+    }
+
+
 def comm_time_s(dep: Deployment, shape: BatchShape) -> float:
     """All-reduces of one pass (two per layer under TP) plus the pipeline sends."""
     act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
     per_layer = 2 * allreduce_time_s(dep, act_bytes)
-    return per_layer * dep.model.num_layers + (dep.pp - 1) * send_time_s(dep, act_bytes)
+    sends = (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0
+    return per_layer * dep.model.num_layers + sends
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
