@@ -8,7 +8,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-stamp="$VENV/.installed-$(cat pyproject.toml scripts/install-extras.sh 2>/dev/null | sha1sum | cut -c1-12)"
+inputs=(pyproject.toml)
+[ -f scripts/install-extras.sh ] && inputs+=(scripts/install-extras.sh)
+stamp="$VENV/.installed-$(cat "${inputs[@]}" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   "$PY" -m pip install --quiet --upgrade pip
   "$PY" -m pip install --quiet -e '.[dev]'

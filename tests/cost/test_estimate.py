@@ -124,3 +124,37 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> Non
     with pytest.raises(ConfigError) as info:
         tokenprobe.estimate("llama-3.1-8b", "h100-sxm", **{**base, **kwargs})  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+def test_throughput_by_batch_rises_then_saturates_within_kv_limit() -> None:
+    d = tokenprobe.estimate(
+        model="llama-3.1-8b", gpu="h100-sxm", input_tokens=512, output_tokens=512
+    ).to_dict()
+    rows = d["decode"]["throughput_by_batch"]
+    assert rows[0]["batch"] == 1
+    assert rows[-1]["batch"] <= d["memory"]["max_concurrent_requests"]
+    rates = [r["output_tokens_per_s"] for r in rows]
+    assert rates == sorted(rates)  # batching shares the weight reads
+    # per-sequence speed falls with batch: the step never gets shorter
+    steps = [r["step_s"] for r in rows]
+    assert steps == sorted(steps)
+
+
+def test_facility_factor_scales_energy_and_prices_appear() -> None:
+    base = tokenprobe.estimate("llama-3.1-8b", "h100-sxm", input_tokens=256, output_tokens=64)
+    dc = tokenprobe.estimate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_tokens=256,
+        output_tokens=64,
+        pue=1.3,
+        server_overhead_fraction=0.2,
+        electricity_usd_per_kwh=0.1,
+        gpu_hour_usd=2.0,
+    )
+    e0, e1 = base.energy(), dc.energy()
+    assert e1["joules_per_output_token"] == pytest.approx(
+        e0["joules_per_output_token"] * 1.3 * 1.2  # type: ignore[operator]
+    )
+    assert e1["usd_gpu_time_per_million_output_tokens"] is not None
+    assert e0["usd_electricity_per_million_output_tokens"] is None

@@ -52,6 +52,9 @@ def estimate_cmd(
         float, typer.Option(help="HBM fraction for the engine")
     ] = 0.9,
     pue: Annotated[float, typer.Option(help="Facility power usage effectiveness")] = 1.0,
+    server_overhead: Annotated[
+        float, typer.Option(help="Host power (CPU, DRAM, fans) as a fraction of GPU power")
+    ] = 0.0,
     electricity_usd_per_kwh: Annotated[float | None, typer.Option()] = None,
     gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
     efficiency: Annotated[
@@ -81,6 +84,7 @@ def estimate_cmd(
             power_limit_w=power_limit_w,
             gpu_memory_utilization=gpu_memory_utilization,
             pue=pue,
+            server_overhead_fraction=server_overhead,
             electricity_usd_per_kwh=electricity_usd_per_kwh,
             gpu_hour_usd=gpu_hour_usd,
         )

@@ -44,6 +44,7 @@ def estimate(
     power_limit_w: float | None = None,
     gpu_memory_utilization: float = 0.9,
     pue: float = 1.0,
+    server_overhead_fraction: float = 0.0,
     electricity_usd_per_kwh: float | None = None,
     gpu_hour_usd: float | None = None,
     tokenizer_tokens_per_s: float | None = None,
@@ -74,6 +75,9 @@ def estimate(
         host=host,
         budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
         prices=EnergyPrices(
-            pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh, gpu_hour_usd=gpu_hour_usd
+            pue=pue,
+            server_overhead_fraction=server_overhead_fraction,
+            electricity_usd_per_kwh=electricity_usd_per_kwh,
+            gpu_hour_usd=gpu_hour_usd,
         ),
     )

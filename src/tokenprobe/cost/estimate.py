@@ -19,12 +19,15 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import EnergyPrices, joules_to_kwh_per_million
 from tokenprobe.cost.host import HostModel
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, step_cost
+from tokenprobe.cost.sweep import decode_step_time_grid
 from tokenprobe.errors import ConfigError
 from tokenprobe.units import SECONDS_PER_HOUR
 
@@ -114,6 +117,7 @@ class Estimate:
     memory: MemoryReport
     compute_bound_batch: int | None
     prices: EnergyPrices
+    throughput_by_batch: list[tuple[int, float, float]] = field(default_factory=list)
 
     @property
     def ttft_s(self) -> float:
@@ -205,6 +209,10 @@ class Estimate:
                 **self.decode.to_dict(),
                 "tpot_s_by_context": [[c, t] for c, t in self.tpot_curve],
                 "compute_bound_batch": self.compute_bound_batch,
+                "throughput_by_batch": [
+                    {"batch": b, "step_s": t, "output_tokens_per_s": r}
+                    for b, t, r in self.throughput_by_batch
+                ],
             },
             "communication": self.communication(),
             "memory": self.memory.to_dict(),
@@ -261,6 +269,20 @@ def compute_bound_batch(dep: Deployment, context_tokens: int) -> int | None:
     return lo
 
 
+def throughput_by_batch(
+    dep: Deployment, context_tokens: int, max_batch: int
+) -> list[tuple[int, float, float]]:
+    """Decode step time and output tokens/s at batch 1, 2, 4, ... up to `max_batch` (the KV
+    limit), at one context length: how batching shares the weight reads (E6)."""
+    batches = [1 << i for i in range(max(1, max_batch).bit_length())]
+    if batches[-1] != max_batch and max_batch > 1:
+        batches.append(max_batch)
+    times = decode_step_time_grid(
+        dep, np.array(batches, dtype=np.float64), np.array([float(context_tokens)])
+    )[:, 0]
+    return [(b, float(t), b / float(t)) for b, t in zip(batches, times, strict=True)]
+
+
 def estimate_deployment(
     dep: Deployment,
     workload: Workload,
@@ -308,6 +330,7 @@ def estimate_deployment(
         if find_compute_bound
         else None
     )
+    memory = memory_report(dep, context, budget)
     return Estimate(
         deployment=dep,
         workload=w,
@@ -316,7 +339,12 @@ def estimate_deployment(
         decode=decode,
         tpot_curve=curve,
         tpot_s=tpot,
-        memory=memory_report(dep, context, budget),
+        memory=memory,
         compute_bound_batch=cb,
         prices=prices or EnergyPrices(),
+        throughput_by_batch=throughput_by_batch(
+            dep, w.input_tokens + w.output_tokens // 2, min(memory.max_concurrent_requests, 4096)
+        )
+        if find_compute_bound and w.output_tokens > 1
+        else [],
     )
