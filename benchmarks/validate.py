@@ -66,7 +66,7 @@ TASK_ISL = {"lm-arena-chat": 1000, "gpqa": 300, "sourcegraph-fim": 2000}
 EFFICIENCY: list[Efficiency] = [DEFAULT_EFFICIENCY]  # --efficiency overrides replace it
 
 
-class Skip(Exception):
+class SkipRowError(Exception):
     """A row that cannot be run; the message is the reason (counted)."""
 
 
@@ -97,13 +97,19 @@ def _gpu(text: str, source: str) -> str:
         return "a100-sxm-40gb" if source == "argonne" else "a100-sxm-80gb"
     if "L40S" in t:
         return "l40s"
-    raise Skip(f"gpu not mapped: {text[:30]}")
+    raise SkipRowError(f"gpu not mapped: {text[:30]}")
 
 
 def _dtype(text: str) -> str | None:
     t = text.lower()
-    for key, name in (("mxfp4", "mxfp4"), ("fp8", "fp8"), ("int8", "int8"), ("bfloat16", "bf16"),
-                      ("float16", "fp16"), ("fp16", "fp16")):
+    for key, name in (
+        ("mxfp4", "mxfp4"),
+        ("fp8", "fp8"),
+        ("int8", "int8"),
+        ("bfloat16", "bf16"),
+        ("float16", "fp16"),
+        ("fp16", "fp16"),
+    ):
         if key in t:
             return name
     return None
@@ -113,7 +119,7 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int:
     value = row.get(key, "")
     if not value:
         if default is None:
-            raise Skip(f"no {key}")
+            raise SkipRowError(f"no {key}")
         return default
     return int(float(value))
 
@@ -124,16 +130,24 @@ def _deployment(model: str, gpu: str, row: dict[str, str], **kw: Any) -> Deploym
     if kv is None:
         kv = "fp8" if weight == "fp8" else ("bf16" if weight in ("bf16", "mxfp4") else "fp16")
     try:
-        return make_deployment(model, gpu, tp=_int(row, "tp", 1), pp=_int(row, "pp", 1),
-                               weight_dtype=weight, kv_dtype=kv, efficiency=EFFICIENCY[0], **kw)
+        return make_deployment(
+            model,
+            gpu,
+            tp=_int(row, "tp", 1),
+            pp=_int(row, "pp", 1),
+            weight_dtype=weight,
+            kv_dtype=kv,
+            efficiency=EFFICIENCY[0],
+            **kw,
+        )
     except TokenprobeError as exc:
-        raise Skip(f"not runnable: {exc}") from None
+        raise SkipRowError(f"not runnable: {exc}") from None
 
 
 def _argonne(row: dict[str, str]) -> Iterator[Case]:
     model = row["model_hf_id"]
     if row["ep"] and row["ep"] not in ("", "1"):
-        raise Skip("expert-parallel row (TRT-LLM EP on A100) not modelled as such")
+        raise SkipRowError("expert-parallel row (TRT-LLM EP on A100) not modelled as such")
     dep = _deployment(model, _gpu(row["gpu"], "argonne"), row)
     batch, isl, osl = _int(row, "batch_size"), _int(row, "isl"), _int(row, "osl")
     est = estimate_deployment(dep, Workload(isl, osl, batch), find_compute_bound=False)
@@ -154,7 +168,7 @@ def _argonne(row: dict[str, str]) -> Iterator[Case]:
 def _trt09(row: dict[str, str]) -> Iterator[Case]:
     model = TRT_MODELS.get(row["model"])
     if model is None:
-        raise Skip(f"model not in catalog: {row['model']}")
+        raise SkipRowError(f"model not in catalog: {row['model']}")
     dep = _deployment(model, _gpu(row["gpu"], "trt"), row)
     batch, isl, osl = _int(row, "batch_size"), _int(row, "isl"), _int(row, "osl")
     est = estimate_deployment(dep, Workload(isl, osl, batch), find_compute_bound=False)
@@ -170,35 +184,46 @@ def _task(row: dict[str, str]) -> str:
     for task in TASK_ISL:
         if f"task={task}" in row["notes"] or task in row["source_ref"]:
             return task
-    raise Skip("unknown ML.ENERGY task")
+    raise SkipRowError("unknown ML.ENERGY task")
 
 
 def _mlenergy(row: dict[str, str]) -> Iterator[Case]:
     gpus, tp, ep = _int(row, "gpu_count"), _int(row, "tp", 1), _int(row, "ep", 1)
     if _int(row, "dp", 1) > 1:
-        raise Skip("data-parallel replicas")
+        raise SkipRowError("data-parallel replicas")
     row = {**row, "tp": str(gpus), "pp": "1"}
     dep = _deployment(row["model_hf_id"], "h100-sxm", row, expert_parallel=ep > 1 and tp == 1)
     batch = float(row["avg_batch_size"])
     isl, osl = TASK_ISL[_task(row)], float(row["osl_mean"])
     ctx = int(isl + osl / 2)
-    prefill = int(round(batch * isl / osl))
-    shape = BatchShape(prefill_tokens=prefill, prefill_attn_pairs=prefill * (isl / 2),
-                       prefill_seqs=1 if prefill else 0, decode_seqs=int(round(batch)),
-                       decode_context_tokens=int(round(batch)) * ctx)
+    prefill = round(batch * isl / osl)
+    shape = BatchShape(
+        prefill_tokens=prefill,
+        prefill_attn_pairs=prefill * (isl / 2),
+        prefill_seqs=1 if prefill else 0,
+        decode_seqs=round(batch),
+        decode_context_tokens=round(batch) * ctx,
+    )
     cost = step_cost(dep, shape)
     # a new request joins every osl/batch steps; when that is less often than every other step,
     # the median inter-token gap is a decode-only step (the prefill steps are the tail)
-    decode_only = step_cost(dep, BatchShape.decode(int(round(batch)), ctx))
+    decode_only = step_cost(dep, BatchShape.decode(round(batch), ctx))
     median_step = cost if batch / osl >= 0.5 else decode_only
     key = f"{row['model']} {gpus}gpu B{batch:.0f}"
-    yield Case("mlenergy_v3", "itl_median", float(row["itl_ms_median"]) * MILLI,
-               median_step.time_s, key)
+    yield Case(
+        "mlenergy_v3", "itl_median", float(row["itl_ms_median"]) * MILLI, median_step.time_s, key
+    )
     j_per_tok = cost.energy_j / batch
-    yield Case("mlenergy_v3", "energy_per_output_token", float(row["energy_J_per_output_token"]),
-               j_per_tok, key)
-    yield Case("mlenergy_v3", "power_total", float(row["power_W_total"]),
-               cost.power_w * dep.num_gpus, key)
+    yield Case(
+        "mlenergy_v3",
+        "energy_per_output_token",
+        float(row["energy_J_per_output_token"]),
+        j_per_tok,
+        key,
+    )
+    yield Case(
+        "mlenergy_v3", "power_total", float(row["power_W_total"]), cost.power_w * dep.num_gpus, key
+    )
 
 
 SOURCES = {
@@ -216,7 +241,7 @@ def run(directory: Path) -> tuple[list[Case], Counter[str]]:
             for row in csv.DictReader(fh):
                 try:
                     cases.extend(fn(row))
-                except Skip as why:
+                except SkipRowError as why:
                     skipped[f"{filename}: {why}"] += 1
     return cases, skipped
 
@@ -228,9 +253,15 @@ def summarize(cases: list[Case]) -> list[dict[str, Any]]:
     out = []
     for (source, metric), cs in sorted(groups.items()):
         errors = [c.error for c in cs]
-        out.append({"source": source, "metric": metric, "rows": len(cs),
-                    "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
-                    "median_signed_pct": round(100 * statistics.median(errors), 1)})
+        out.append(
+            {
+                "source": source,
+                "metric": metric,
+                "rows": len(cs),
+                "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
+                "median_signed_pct": round(100 * statistics.median(errors), 1),
+            }
+        )
     return out
 
 
@@ -238,8 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--validation-dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--rows", action="store_true", help="print every row's error")
-    parser.add_argument("--efficiency", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a cost-model efficiency parameter (what-if)")
+    parser.add_argument(
+        "--efficiency",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a cost-model efficiency parameter (what-if)",
+    )
     args = parser.parse_args(argv)
     if not args.validation_dir.is_dir():
         print(f"validation dir not found: {args.validation_dir}", file=sys.stderr)
@@ -253,13 +289,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.source:24} {c.metric:24} {100 * c.error:+7.1f}%  {c.row}")
     print(f"{'source':24} {'metric':24} {'rows':>5} {'MdAPE':>7} {'bias':>7}")
     for r in table:
-        print(f"{r['source']:24} {r['metric']:24} {r['rows']:5d} {r['mdape_pct']:6.1f}% "
-              f"{r['median_signed_pct']:+6.1f}%")
+        print(
+            f"{r['source']:24} {r['metric']:24} {r['rows']:5d} {r['mdape_pct']:6.1f}% "
+            f"{r['median_signed_pct']:+6.1f}%"
+        )
     print(f"skipped rows: {sum(skipped.values())}")
     for reason, n in skipped.most_common():
         print(f"  {n:5d}  {reason}")
-    print(json.dumps({"benchmark": "validate_estimator", "metrics": table,
-                      "skipped": dict(skipped)}))
+    print(
+        json.dumps({"benchmark": "validate_estimator", "metrics": table, "skipped": dict(skipped)})
+    )
     return 0
 
 

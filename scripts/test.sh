@@ -8,13 +8,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-inputs=(pyproject.toml)
-[ -f scripts/install-extras.sh ] && inputs+=(scripts/install-extras.sh)
-stamp="$VENV/.installed-$(cat "${inputs[@]}" | sha1sum | cut -c1-12)"
+# scripts/install-*.sh install what pip cannot express (a server wheel with --no-deps, Debian's
+# Chromium); each gets the venv's python as $1 and must be idempotent.
+shopt -s nullglob
+extras=(scripts/install-*.sh)
+stamp="$VENV/.installed-$(cat pyproject.toml "${extras[@]}" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   "$PY" -m pip install --quiet --upgrade pip
   "$PY" -m pip install --quiet -e '.[dev]'
-  if [ -f scripts/install-extras.sh ]; then bash scripts/install-extras.sh "$PY"; fi
+  for script in "${extras[@]}"; do bash "$script" "$PY"; done
   touch "$stamp"
 fi
 "$PY" -m ruff check src tests benchmarks
