@@ -19,6 +19,9 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   cache (scattered blocks, one query row per sequence); PagedAttention and FlashInfer decode
   kernels reach ~50-75 % of peak (FlashInfer, arXiv:2501.01005, fig. 7; vLLM paged-attention
   kernel benchmarks), lower than dense weight reads.
+- `moe_memory` 0.80: achieved HBM fraction of the fused-MoE expert kernels (vLLM `fused_moe`,
+  grouped GEMMs over scattered expert weights). Kept equal to `memory` until calibration
+  (issue 8) fits it: ML.ENERGY's vLLM MoE runs suggest lower values on large expert counts.
 - `kernel_overhead_s` 4 µs: time every kernel adds beyond its roofline time: launch gap, ramp-up
   and tail (partly filled waves) even inside a CUDA graph (NVIDIA "Getting Started with CUDA
   Graphs": ~2-3 µs launch per kernel; small-kernel tail effects add as much). Each operator
@@ -42,6 +45,7 @@ class Efficiency:
     compute_decode: float = 0.55
     memory: float = 0.80
     attention_memory: float = 0.60
+    moe_memory: float = 0.80
     link: float = 0.80
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI

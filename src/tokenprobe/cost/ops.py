@@ -55,8 +55,9 @@ KERNELS = {
     "embedding": 1,
     "lm_head": 4,
 }
-# Operators whose bytes are the paged KV cache (read at `Efficiency.attention_memory`).
-KV_OPS = frozenset({"attention"})
+# Operators whose HBM traffic runs at an efficiency of its own (`Efficiency` field names): the
+# paged KV cache of attention, the scattered expert weights of a fused MoE kernel.
+MEMORY_EFFICIENCY_FIELD = {"attention": "attention_memory", "experts": "moe_memory"}
 
 
 @dataclass(frozen=True, slots=True)

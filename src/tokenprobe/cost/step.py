@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.ops import KV_OPS, OpTerm, head_terms, layer_terms
+from tokenprobe.cost.ops import MEMORY_EFFICIENCY_FIELD, OpTerm, head_terms, layer_terms
 from tokenprobe.cost.shape import BatchShape
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
@@ -88,6 +88,12 @@ def rates(dep: Deployment, prefill_heavy: bool) -> tuple[float, float]:
     return dep.peak_flop_per_s * eta_c, dep.gpu.hbm_bytes_per_s * eff.memory
 
 
+def special_byte_rates(dep: Deployment) -> dict[str, float]:
+    """Achievable HBM bytes/s of the operators with an efficiency of their own."""
+    hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
+    return {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
+
+
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
     """Per-operator detail of a step (for reports, the roofline plot and attribution)."""
     out = []
@@ -105,10 +111,10 @@ def _op_times(
     """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
     flop_rate, byte_rate = rates(dep, shape.prefill_tokens >= shape.decode_seqs)
     flop_rate *= clock_fraction
-    kv_rate = dep.gpu.hbm_bytes_per_s * dep.efficiency.attention_memory
+    special = special_byte_rates(dep)
     alpha = dep.efficiency.kernel_overhead_s
     for name, n, flop, nbytes, kernels in terms(dep, shape):
-        tm = nbytes / (kv_rate if name in KV_OPS else byte_rate)
+        tm = nbytes / special.get(name, byte_rate)
         yield name, n, flop, nbytes, flop / flop_rate, tm, kernels * alpha
 
 

@@ -18,9 +18,8 @@ import numpy.typing as npt
 
 from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, memory_report
-from tokenprobe.cost.ops import KV_OPS
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.step import comm_time_s, rates, terms
+from tokenprobe.cost.step import comm_time_s, rates, special_byte_rates, terms
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -50,11 +49,11 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
     c = np.asarray(contexts, dtype=np.float64)[None, :]
     shape = cast(BatchShape, _GridShape(decode_seqs=b, decode_context_tokens=b * c))
     flop_rate, byte_rate = rates(dep, prefill_heavy=False)
-    kv_rate = dep.gpu.hbm_bytes_per_s * dep.efficiency.attention_memory
+    special = special_byte_rates(dep)
     alpha = dep.efficiency.kernel_overhead_s
     stage = np.zeros(np.broadcast_shapes(b.shape, c.shape))
     for name, n, flop, nbytes, kernels in terms(dep, shape):
-        tm = nbytes / (kv_rate if name in KV_OPS else byte_rate)
+        tm = nbytes / special.get(name, byte_rate)
         stage += n * (kernels * alpha + np.maximum(np.asarray(flop) / flop_rate, tm))
     total = stage * dep.pp + comm_time_s(dep, shape) + dep.efficiency.step_overhead_s
     return np.asarray(total, dtype=np.float64)
