@@ -69,3 +69,12 @@ def test_catalog_listings() -> None:
     assert models.exit_code == 0 and gpus.exit_code == 0
     assert len(json.loads(models.stdout)["models"]) >= 20
     assert len(json.loads(gpus.stdout)["gpus"]) >= 12
+
+
+def test_user_hardware_file_is_accepted_as_gpu() -> None:
+    gpu_file = Path(__file__).parents[1] / "data" / "hardware" / "my_gpu.toml"
+    result = runner.invoke(
+        app, ["estimate", "--model", "llama-3.1-8b", "--gpu", str(gpu_file), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["tpot_s"] > 0
