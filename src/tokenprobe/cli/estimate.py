@@ -10,7 +10,7 @@ from rich.table import Table
 from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.cost import Estimate, estimate
 from tokenprobe.errors import ConfigError
-from tokenprobe.units import fmt_bytes, fmt_s, fmt_si
+from tokenprobe.units import GIGA, fmt_bytes, fmt_s, fmt_si
 
 
 def parse_overrides(items: list[str], field: str) -> dict[str, float]:
@@ -57,6 +57,13 @@ def estimate_cmd(
     ] = 0.0,
     electricity_usd_per_kwh: Annotated[float | None, typer.Option()] = None,
     gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
+    host: Annotated[str, typer.Option(help="Host from the catalog (CPU, DRAM, NVMe, NIC)")] = (
+        "default"
+    ),
+    tls: Annotated[bool, typer.Option(help="Clients connect over TLS")] = False,
+    cpu_offload_gb: Annotated[
+        float, typer.Option(help="Weights per GPU kept in host memory, GB (vLLM --cpu-offload-gb)")
+    ] = 0.0,
     efficiency: Annotated[
         list[str] | None,
         typer.Option(help="Override an efficiency parameter, e.g. --efficiency memory=0.85"),
@@ -87,6 +94,9 @@ def estimate_cmd(
             server_overhead_fraction=server_overhead,
             electricity_usd_per_kwh=electricity_usd_per_kwh,
             gpu_hour_usd=gpu_hour_usd,
+            host=host,
+            tls=tls,
+            cpu_offload_bytes=cpu_offload_gb * GIGA,
         )
 
     result = guarded(run)
@@ -117,6 +127,8 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     _stage_table(d)
     _memory_table(d["memory"])
     _energy_table(d["energy"])
+    if "host" in d:
+        _outside_table(d)
     if show_ops:
         for stage in ("prefill", "decode"):
             if d[stage]:
@@ -210,6 +222,32 @@ def _energy_table(e: dict[str, Any]) -> None:
     ):
         if e[key] is not None:
             t.add_row(label, f"{e[key]:.4f}")
+    console.print(t)
+
+
+def _outside_table(d: dict[str, Any]) -> None:
+    h, n, ld, kv = d["host"], d["network"], d["loading"], d["kv_swap"]
+    t = Table(title=f"Outside the GPU (host {h['host']}, {h['cpu_cores']:.0f} cores)")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_row("CPU per request (HTTP, JSON, tokenize, stream)", fmt_s(h["cpu_s_per_request"]))
+    t.add_row("host saturates at", f"{h['max_requests_per_s']:,.0f} requests/s")
+    t.add_row("GPUs complete", f"{h['gpu_requests_per_s']:,.3g} requests/s -> bound: {h['bound']}")
+    t.add_row("network per streamed token", fmt_si(n["wire_bytes_per_output_token"], "B"))
+    t.add_row(
+        "request / response",
+        f"{fmt_si(n['request_bytes'], 'B')} / {fmt_si(n['response_bytes'], 'B')}",
+    )
+    t.add_row(
+        "cold start (read, copy to GPU, init)",
+        f"{ld['cold_start_s']:.1f} s "
+        f"({ld['storage_read_s']:.1f} + {ld['host_to_gpu_s']:.1f} + "
+        f"{ld['engine_init_s']:.0f})",
+    )
+    t.add_row(
+        "KV of one request: swap in vs recompute",
+        f"{fmt_s(kv['swap_in_s'])} vs {fmt_s(kv['recompute_s'])} ({kv['cheaper']})",
+    )
     console.print(t)
 
 

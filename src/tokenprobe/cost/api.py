@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tokenprobe.cost.deployment import make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY
 from tokenprobe.cost.energy import EnergyPrices
@@ -9,7 +11,7 @@ from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
 from tokenprobe.cost.host import HostModel
 from tokenprobe.cost.memory import MemoryBudget
 from tokenprobe.errors import ConfigError
-from tokenprobe.hardware import GpuSpec
+from tokenprobe.hardware import GpuSpec, get_host
 from tokenprobe.model import ModelSpec
 
 
@@ -49,6 +51,9 @@ def estimate(
     gpu_hour_usd: float | None = None,
     tokenizer_tokens_per_s: float | None = None,
     network_rtt_s: float = 0.0,
+    host: str = "default",
+    tls: bool = False,
+    cpu_offload_bytes: float = 0.0,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output."""
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -63,16 +68,16 @@ def estimate(
         kv_dtype=kv_dtype,
         efficiency=DEFAULT_EFFICIENCY.with_overrides(efficiency or {}),
         power_limit_w=power_limit_w,
+        cpu_offload_bytes=cpu_offload_bytes,
     )
-    host = (
-        HostModel(network_rtt_s=network_rtt_s)
-        if tokenizer_tokens_per_s is None
-        else HostModel(tokenizer_tokens_per_s=tokenizer_tokens_per_s, network_rtt_s=network_rtt_s)
-    )
+    host_model = HostModel(network_rtt_s=network_rtt_s, tls=tls)
+    if tokenizer_tokens_per_s is not None:
+        host_model = replace(host_model, tokenizer_tokens_per_s=tokenizer_tokens_per_s)
     return estimate_deployment(
         dep,
         workload,
-        host=host,
+        host=host_model,
+        host_spec=get_host(host),
         budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
         prices=EnergyPrices(
             pue=pue,

@@ -41,9 +41,12 @@ class Deployment:
     efficiency: Efficiency = DEFAULT_EFFICIENCY
     power: PowerModel = DEFAULT_POWER
     power_limit_w: float | None = None
+    cpu_offload_bytes: float = 0.0  # weights per GPU kept in host memory (vLLM --cpu-offload-gb)
 
     def __post_init__(self) -> None:
         _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel)
+        if not self.cpu_offload_bytes >= 0:
+            raise ConfigError("cpu_offload_bytes", self.cpu_offload_bytes, "bytes >= 0")
         if self.power_limit_w is not None and not self.power_limit_w > 0:
             raise ConfigError("power_limit_w", self.power_limit_w, "a positive number of watts")
 
@@ -133,6 +136,7 @@ def make_deployment(
     efficiency: Efficiency | None = None,
     power: PowerModel | None = None,
     power_limit_w: float | None = None,
+    cpu_offload_bytes: float = 0.0,
 ) -> Deployment:
     """Resolve names to specs and dtypes. Activations default to what the weight format computes
     in (precision.DEFAULT_ACTIVATION); the KV cache defaults to 16-bit, except fp8 W8A8 whose
@@ -153,4 +157,5 @@ def make_deployment(
         efficiency=efficiency or DEFAULT_EFFICIENCY,
         power=power or DEFAULT_POWER,
         power_limit_w=power_limit_w,
+        cpu_offload_bytes=cpu_offload_bytes,
     )

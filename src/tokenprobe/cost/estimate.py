@@ -23,12 +23,15 @@ import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import EnergyPrices, joules_to_kwh_per_million
-from tokenprobe.cost.host import HostModel
+from tokenprobe.cost.host import HostModel, host_stage
+from tokenprobe.cost.io import kv_swap_stage, load_stage
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
+from tokenprobe.cost.network import network_stage
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, step_cost
 from tokenprobe.cost.sweep import decode_step_time_grid
 from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import HostSpec, get_host
 from tokenprobe.units import SECONDS_PER_HOUR
 
 CURVE_POINTS = 17
@@ -118,6 +121,7 @@ class Estimate:
     compute_bound_batch: int | None
     prices: EnergyPrices
     throughput_by_batch: list[tuple[int, float, float]] = field(default_factory=list)
+    outside_gpu: dict[str, Any] = field(default_factory=dict)  # host, network, loading, kv_swap
 
     @property
     def ttft_s(self) -> float:
@@ -216,6 +220,7 @@ class Estimate:
             },
             "communication": self.communication(),
             "memory": self.memory.to_dict(),
+            **self.outside_gpu,
             "energy": self.energy(),
             "efficiency": {k: getattr(d.efficiency, k) for k in d.efficiency.__slots__},
         }
@@ -283,11 +288,34 @@ def throughput_by_batch(
     return [(b, float(t), b / float(t)) for b, t in zip(batches, times, strict=True)]
 
 
+def outside_gpu_stages(
+    dep: Deployment, w: Workload, host: HostModel, host_spec: HostSpec, e2e_s: float
+) -> dict[str, Any]:
+    """Host CPU (E8), network (E9), model loading (E10) and KV swap (E11) for this workload;
+    the host is the bound when the GPUs finish requests faster than its cores can serve them."""
+    host_part = host_stage(
+        host, host_spec.cpu_cores, w.input_tokens, w.output_tokens, dep.model.name
+    )
+    gpu_rps = w.batch / e2e_s
+    host_part["gpu_requests_per_s"] = gpu_rps
+    host_part["bound"] = "cpu" if gpu_rps > host_part["max_requests_per_s"] else "gpu"
+    host_part["host"] = host_spec.name
+    return {
+        "host": host_part,
+        "network": network_stage(
+            w.input_tokens, w.output_tokens, dep.model.name, host_spec.nic_bytes_per_s, host.tls
+        ),
+        "loading": load_stage(dep, host_spec),
+        "kv_swap": kv_swap_stage(dep, w.input_tokens + w.output_tokens),
+    }
+
+
 def estimate_deployment(
     dep: Deployment,
     workload: Workload,
     *,
     host: HostModel | None = None,
+    host_spec: HostSpec | None = None,
     budget: MemoryBudget = DEFAULT_BUDGET,
     prices: EnergyPrices | None = None,
     find_compute_bound: bool = True,
@@ -331,6 +359,12 @@ def estimate_deployment(
         else None
     )
     memory = memory_report(dep, context, budget)
+    e2e_s = sum(ttft.values()) + (w.output_tokens - 1) * tpot
+    outside = (
+        outside_gpu_stages(dep, w, host, host_spec or get_host("default"), e2e_s)
+        if find_compute_bound
+        else {}
+    )
     return Estimate(
         deployment=dep,
         workload=w,
@@ -347,4 +381,5 @@ def estimate_deployment(
         )
         if find_compute_bound and w.output_tokens > 1
         else [],
+        outside_gpu=outside,
     )

@@ -1,33 +1,102 @@
-"""Host-side stages of a request that the estimator shows beside the GPU stages (E5, E8 v1).
+"""Stages outside the GPU: HTTP/JSON/TLS, tokenization, detokenization, SSE streaming (E5, E8).
 
-v1 keeps two parameters: tokenizer throughput and one network round trip. Defaults: Hugging Face
-`tokenizers` (Rust, byte-level BPE) encodes on the order of 1e6 tokens/s on one modern core
-(its README: "Takes less than 20 seconds to tokenize a GB of text"; 1 GB ≈ 2.5e8 tokens ⇒
-~1.2e7 tokens/s over all cores of a server, ~1e6 per core); the client is on the same host
-(network 0 s). Issue 7 replaces these with measured and modelled values (HTTP/JSON, SSE framing).
+Per request, the API server's CPU does (OpenAI-compatible servers such as vLLM's):
+
+    cpu_s = http_request_s + request_bytes / json_bytes_per_s + tls_s
+          + input_tokens / tokenizer_tokens_per_s
+          + output_tokens · (detokenize_s_per_token + sse_chunk_s)
+
+and the host saturates at `cores / cpu_s` requests per second (one request's CPU work is serial,
+requests spread over cores). Parameters and where their defaults come from (all are meant to be
+replaced by measurements on the user's host: `benchmarks/host_costs.py` measures the JSON and
+SSE costs of this machine; tokenizer throughput is a parameter since no LLM tokenizer file can be
+had offline here):
+- tokenizer 1e6 tokens/s per core: Hugging Face `tokenizers` (Rust BPE) README, "less than 20
+  seconds to tokenize a GB of text" ≈ 1.2e7 tokens/s on a many-core server, ~1e6 per core.
+- detokenization 5 µs per token: incremental detokenization in vLLM's output processor
+  (`detokenizer_utils.detokenize_incrementally`, Python, per token and per request).
+- HTTP request handling 300 µs: uvicorn + FastAPI + pydantic request validation of an
+  OpenAI-style body (uvicorn's own benchmarks reach 10-20k trivial requests/s per core;
+  validation and routing of a completions request cost several times that).
+- SSE chunk 30 µs: serialising one `chat.completion.chunk` JSON object and writing it (vLLM's
+  API server streams one chunk per token).
+- JSON parsing 300 MB/s (CPython `json`; orjson is ~3x faster).
+- TLS: one handshake per connection (ECDHE-P256 + RSA-2048 signature ~1 ms of CPU, OpenSSL
+  `speed`), amortised over `requests_per_connection` keep-alive requests, and AES-GCM at
+  2 GB/s per core for the bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
+from tokenprobe.cost.network import request_bytes, response_bytes
 from tokenprobe.errors import ConfigError
-from tokenprobe.units import MEGA
+from tokenprobe.units import GIGA, MEGA, MICRO, MILLI
 
 
 @dataclass(frozen=True, slots=True)
 class HostModel:
     tokenizer_tokens_per_s: float = 1.0 * MEGA
+    detokenize_s_per_token: float = 5 * MICRO
+    http_request_s: float = 300 * MICRO
+    sse_chunk_s: float = 30 * MICRO
+    json_bytes_per_s: float = 300 * MEGA
+    tls: bool = False
+    tls_handshake_s: float = 1 * MILLI
+    tls_bytes_per_s: float = 2 * GIGA
+    requests_per_connection: float = 100.0
     network_rtt_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.tokenizer_tokens_per_s > 0:
-            raise ConfigError("tokenizer_tokens_per_s", self.tokenizer_tokens_per_s, "> 0")
-        if not self.network_rtt_s >= 0:
-            raise ConfigError("network_rtt_s", self.network_rtt_s, ">= 0")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool):
+                continue
+            if not value >= 0 or (f.name.endswith("_per_s") and value <= 0):
+                raise ConfigError(f"host.{f.name}", value, "a positive number")
+        if self.requests_per_connection < 1:
+            raise ConfigError("host.requests_per_connection", self.requests_per_connection, ">= 1")
 
     def tokenize_s(self, tokens: int) -> float:
         return tokens / self.tokenizer_tokens_per_s
 
     def network_s(self) -> float:
         return self.network_rtt_s
+
+    def request_cpu_s(
+        self, input_tokens: int, output_tokens: int, model_name: str
+    ) -> dict[str, float]:
+        """CPU seconds one request costs the API server, by part."""
+        req_bytes = request_bytes(input_tokens, model_name)
+        resp_bytes = response_bytes(output_tokens, model_name)
+        tls_s = 0.0
+        if self.tls:
+            tls_s = (
+                self.tls_handshake_s / self.requests_per_connection
+                + (req_bytes + resp_bytes) / self.tls_bytes_per_s
+            )
+        return {
+            "http_s": self.http_request_s,
+            "json_s": req_bytes / self.json_bytes_per_s,
+            "tls_s": tls_s,
+            "tokenize_s": self.tokenize_s(input_tokens),
+            "detokenize_s": output_tokens * self.detokenize_s_per_token,
+            "stream_s": output_tokens * self.sse_chunk_s,
+        }
+
+
+def host_stage(
+    host: HostModel, cpu_cores: int, input_tokens: int, output_tokens: int, model_name: str
+) -> dict[str, Any]:
+    """Per-request CPU cost and the request rate at which the host's cores saturate (E8)."""
+    parts = host.request_cpu_s(input_tokens, output_tokens, model_name)
+    cpu_s = sum(parts.values())
+    return {
+        "cpu_s_per_request": cpu_s,
+        "cpu_s_by_part": parts,
+        "cpu_cores": float(cpu_cores),
+        "requests_per_s_per_core": 1.0 / cpu_s,
+        "max_requests_per_s": cpu_cores / cpu_s,
+    }

@@ -119,7 +119,7 @@ def memory_report(
     """Does the model fit, and how many requests of `context_tokens` fit in the KV cache?"""
     hbm = dep.gpu.hbm_bytes
     usable = hbm * budget.gpu_memory_utilization
-    weights = weights_bytes_per_gpu(dep)
+    weights = max(0.0, weights_bytes_per_gpu(dep) - dep.cpu_offload_bytes)  # GPU-resident
     acts = activation_bytes_per_gpu(dep, budget)
     kv_free = usable - weights - acts - budget.runtime_bytes
     per_req = kv_bytes_per_request_per_gpu(dep, context_tokens, budget.block_size)

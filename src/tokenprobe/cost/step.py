@@ -129,15 +129,25 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:
         "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes),
         "pipeline_sends_per_step": dep.pp - 1,
         "pipeline_send_s": (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0,
+        "host_offload_s": offload_step_s(dep),
     }
 
 
+def offload_step_s(dep: Deployment) -> float:
+    """Weights offloaded to host memory are streamed over the host link on every pass
+    (vLLM's UVA path, no overlap): pp stages x offload_bytes / host-link bytes/s (E11)."""
+    if dep.cpu_offload_bytes <= 0:
+        return 0.0
+    return dep.pp * dep.cpu_offload_bytes / dep.gpu.host_bytes_per_s
+
+
 def comm_time_s(dep: Deployment, shape: BatchShape) -> float:
-    """All-reduces of one pass (two per layer under TP) plus the pipeline sends."""
+    """All-reduces of one pass (two per layer under TP), the pipeline sends, and the host-link
+    reads of offloaded weights: the step's time on links rather than in the GPU."""
     act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
     per_layer = 2 * allreduce_time_s(dep, act_bytes)
     sends = (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0
-    return per_layer * dep.model.num_layers + sends
+    return per_layer * dep.model.num_layers + sends + offload_step_s(dep)
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:

@@ -1,0 +1,83 @@
+"""Stages outside the GPU: host CPU (E8), network (E9), loading (E10), offload and KV swap (E11)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import tokenprobe
+from tokenprobe.cost import HostModel, Workload, estimate_deployment, make_deployment
+from tokenprobe.cost.io import kv_swap_stage, load_stage
+from tokenprobe.cost.network import sse_chunk_bytes, wire_bytes_per_token
+from tokenprobe.hardware import get_host
+from tokenprobe.units import GIGA
+
+
+def test_streamed_token_costs_a_few_hundred_bytes_and_no_nic_bandwidth() -> None:
+    per_token = wire_bytes_per_token("meta-llama/Llama-3.1-8B-Instruct")
+    assert 200 < per_token < 500
+    assert wire_bytes_per_token("m", tls=True) == wire_bytes_per_token("m") + 29
+    # longer model names make longer chunks (the name is repeated in every event)
+    assert sse_chunk_bytes("a" * 50) == sse_chunk_bytes("a") + 49
+    d = tokenprobe.estimate("llama-3.1-8b", "h100-sxm", input_tokens=1000, output_tokens=100)
+    net = d.to_dict()["network"]
+    assert net["request_bytes"] > 4000  # ~4 characters per prompt token
+    assert net["nic_max_output_tokens_per_s"] > 1e7  # 100 GbE: tens of millions of tokens/s
+
+
+def test_host_cpu_parts_sum_and_saturation_rate() -> None:
+    host = HostModel()
+    parts = host.request_cpu_s(1000, 200, "m")
+    assert parts["tokenize_s"] == pytest.approx(1000 / host.tokenizer_tokens_per_s)
+    assert parts["stream_s"] == pytest.approx(200 * host.sse_chunk_s)
+    tls = dataclasses.replace(host, tls=True).request_cpu_s(1000, 200, "m")
+    assert tls["tls_s"] > 0 == parts["tls_s"]
+    d = tokenprobe.estimate("llama-3.1-8b", "h100-sxm", input_tokens=1000, output_tokens=200)
+    h = d.to_dict()["host"]
+    assert h["max_requests_per_s"] == pytest.approx(h["cpu_cores"] / h["cpu_s_per_request"])
+
+
+def test_a_one_core_host_becomes_the_bound_for_a_small_fast_model() -> None:
+    dep = make_deployment("qwen3-8b", "b200", weight_dtype="fp8")
+    one_core = dataclasses.replace(get_host("default"), cpu_cores=1)
+    wl = Workload(input_tokens=64, output_tokens=16, batch=256)
+    est = estimate_deployment(dep, wl, host_spec=one_core)
+    assert est.outside_gpu["host"]["bound"] == "cpu"
+    many = estimate_deployment(dep, wl, host_spec=get_host("default"))
+    assert many.outside_gpu["host"]["bound"] == "gpu"
+
+
+def test_cold_start_reads_the_checkpoint_then_copies_it() -> None:
+    dep = make_deployment("llama-3.1-70b", "h100-sxm", tp=4)
+    host = get_host("default")
+    ld = load_stage(dep, host)
+    assert ld["checkpoint_bytes"] == pytest.approx(141e9, rel=0.03)
+    assert ld["storage_read_s"] == pytest.approx(ld["checkpoint_bytes"] / host.nvme_bytes_per_s)
+    assert ld["cold_start_s"] >= ld["warm_start_s"]
+    slow = load_stage(dep, host, storage_bytes_per_s=1 * GIGA)  # network storage at 8 Gb/s
+    assert slow["cold_start_s"] > ld["cold_start_s"] + 100
+
+
+def test_weight_offload_slows_decode_and_frees_hbm() -> None:
+    kw: dict[str, object] = {"input_tokens": 512, "output_tokens": 64}
+    base = tokenprobe.estimate("llama-3.1-8b", "l4", **kw).to_dict()  # type: ignore[arg-type]
+    off = tokenprobe.estimate(
+        "llama-3.1-8b",
+        "l4",
+        cpu_offload_bytes=4 * GIGA,
+        **kw,  # type: ignore[arg-type]
+    ).to_dict()
+    assert off["tpot_s"] > base["tpot_s"] + 4 * GIGA / 32e9 * 0.9  # PCIe 4 x16 ~ 31.5 GB/s
+    freed = base["memory"]["weights_bytes_per_gpu"] - off["memory"]["weights_bytes_per_gpu"]
+    assert freed == pytest.approx(4 * GIGA)
+    assert off["communication"]["decode_step"]["host_offload_s"] > 0
+
+
+def test_kv_swap_beats_recompute_for_long_contexts_on_pcie5() -> None:
+    dep = make_deployment("llama-3.1-8b", "h100-sxm")
+    long = kv_swap_stage(dep, 32_000)
+    assert long["cheaper"] == "swap"
+    assert long["swap_in_s"] == pytest.approx(
+        long["kv_bytes_per_gpu"] / dep.gpu.host_bytes_per_s  # type: ignore[operator]
+    )
