@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tokenprobe.cli import catalog as _catalog  # noqa: F401  (registers commands)
 from tokenprobe.cli import estimate as _estimate  # noqa: F401
+from tokenprobe.cli import whatif as _whatif  # noqa: F401
 from tokenprobe.cli.app import app
 
 

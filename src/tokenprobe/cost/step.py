@@ -111,10 +111,13 @@ def _op_times(
     """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
     flop_rate, byte_rate = rates(dep, shape.prefill_tokens >= shape.decode_seqs)
     flop_rate *= clock_fraction
+    # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
+    mem_scale = clock_fraction**dep.power.memory_clock_sensitivity
+    byte_rate *= mem_scale
     special = special_byte_rates(dep)
     alpha = dep.efficiency.kernel_overhead_s
     for name, n, flop, nbytes, kernels in terms(dep, shape):
-        tm = nbytes / special.get(name, byte_rate)
+        tm = nbytes / (special.get(name, byte_rate / mem_scale) * mem_scale)
         yield name, n, flop, nbytes, flop / flop_rate, tm, kernels * alpha
 
 

@@ -1,0 +1,86 @@
+"""`tokenprobe whatif`: which upgrade helps this workload most, and the power-cap curve."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cost import Workload, make_deployment
+from tokenprobe.cost.api import resolve_parallelism
+from tokenprobe.hardware import get_host
+from tokenprobe.plan import WhatIf, whatif
+from tokenprobe.plan.whatif import METRICS
+from tokenprobe.units import fmt_s
+
+
+@app.command("whatif")
+def whatif_cmd(
+    model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
+    gpu: Annotated[str, typer.Option(help="GPU name or TOML file")],
+    input_tokens: Annotated[int, typer.Option()] = 1024,
+    output_tokens: Annotated[int, typer.Option()] = 256,
+    batch: Annotated[int, typer.Option()] = 1,
+    num_gpus: Annotated[int | None, typer.Option()] = None,
+    tp: Annotated[int | None, typer.Option()] = None,
+    pp: Annotated[int, typer.Option()] = 1,
+    weight_dtype: Annotated[str, typer.Option()] = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option()] = None,
+    host: Annotated[str, typer.Option(help="Host from the catalog")] = "default",
+    uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
+    target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
+        "capacity_output_tokens_per_s"
+    ),
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Upgrade each resource by --uplift, one at a time, and rank the upgrades."""
+
+    def run() -> WhatIf:
+        dep = make_deployment(
+            model, gpu, tp=resolve_parallelism(num_gpus, tp, pp), pp=pp,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+        )  # fmt: skip
+        work = Workload(input_tokens, output_tokens, batch)
+        return whatif(dep, work, uplift=uplift, target=target, host=get_host(host))
+
+    result = guarded(run).to_dict()
+    if json_out:
+        print_json(result)
+        return
+    _render(result)
+
+
+def _render(d: dict[str, Any]) -> None:
+    t = Table(title=f"What +{100 * d['uplift']:.0f} % of each resource changes")
+    t.add_column("upgrade")
+    for metric in METRICS:
+        t.add_column(metric.removesuffix("_s").replace("_", " "), justify="right")
+    for row in d["ranking"]:
+        gains = d["upgrades"][row["resource"]]["gain"]
+        t.add_row(row["resource"], *(f"{100 * gains[m]:+.1f}%" for m in METRICS))
+    console.print(t)
+    best = d["ranking"][0]
+    if best["gain"] > 0:
+        console.print(
+            f"The upgrade that helps this workload most ({d['target']}) is "
+            f"[bold]{best['resource']}[/] ({100 * best['gain']:+.1f} %)."
+        )
+    else:
+        console.print(
+            "No single +{:.0f} % upgrade improves {}.".format(100 * d["uplift"], d["target"])
+        )
+    p = Table(title="Power cap (fraction of TDP)")
+    for col in ("cap", "W", "TTFT", "TPOT", "tokens/s", "J/token"):
+        p.add_column(col, justify="right")
+    for r in d["power_cap"]:
+        p.add_row(
+            f"{100 * r['cap_fraction_of_tdp']:.0f}%",
+            f"{r['cap_w']:.0f}",
+            fmt_s(r["ttft_s"]),
+            fmt_s(r["tpot_s"]),
+            f"{r['output_tokens_per_s']:.0f}",
+            f"{r['joules_per_output_token']:.3f}",
+        )
+    console.print(p)
