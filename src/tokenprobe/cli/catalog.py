@@ -10,7 +10,7 @@ from rich.table import Table
 from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.hardware import get_gpu, gpu_names
 from tokenprobe.model import catalog_names, get_model
-from tokenprobe.units import GIGA, TERA
+from tokenprobe.units import GIGA, TERA, GiB
 
 
 @app.command("models")
@@ -89,7 +89,7 @@ def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
         "name",
         "bf16 TFLOP/s",
         "fp8 TFLOP/s",
-        "HBM GB",
+        "HBM GiB",
         "HBM TB/s",
         "TDP W",
         "idle W",
@@ -104,7 +104,7 @@ def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
             str(r["name"]),
             f"{peaks.get('bf16', 0) / TERA:.0f}",
             f"{peaks['fp8'] / TERA:.0f}" if "fp8" in peaks else "-",
-            f"{float(r['hbm_bytes']) / GIGA:.0f}",
+            f"{float(r['hbm_bytes']) / GiB:.0f}",
             f"{float(r['hbm_bytes_per_s']) / TERA:.2f}",
             f"{r['tdp_w']:.0f}",
             f"{r['idle_w']:.0f}",
