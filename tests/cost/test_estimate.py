@@ -158,3 +158,13 @@ def test_facility_factor_scales_energy_and_prices_appear() -> None:
     )
     assert e1["usd_gpu_time_per_million_output_tokens"] is not None
     assert e0["usd_electricity_per_million_output_tokens"] is None
+
+
+def test_a_batch_larger_than_the_kv_cache_does_not_fit() -> None:
+    kw: dict[str, object] = {"tp": 2, "input_tokens": 2048, "output_tokens": 512}
+    one = tokenprobe.estimate("llama-3.1-70b", "h100-sxm", batch=1, **kw)  # type: ignore[arg-type]
+    cap = one.memory.max_concurrent_requests
+    assert one.memory.fits and cap > 1
+    over = tokenprobe.estimate("llama-3.1-70b", "h100-sxm", batch=cap + 1, **kw)  # type: ignore[arg-type]
+    assert not over.memory.fits
+    assert f"at most {cap} fit" in over.memory.reason

@@ -358,7 +358,7 @@ def estimate_deployment(
         if find_compute_bound
         else None
     )
-    memory = memory_report(dep, context, budget)
+    memory = memory_report(dep, context, budget, batch=w.batch)
     e2e_s = sum(ttft.values()) + (w.output_tokens - 1) * tpot
     outside = (
         outside_gpu_stages(dep, w, host, host_spec or get_host("default"), e2e_s)

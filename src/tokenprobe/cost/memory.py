@@ -114,9 +114,10 @@ def kv_bytes_per_request_per_gpu(dep: Deployment, context_tokens: int, block_siz
 
 
 def memory_report(
-    dep: Deployment, context_tokens: int, budget: MemoryBudget = DEFAULT_BUDGET
+    dep: Deployment, context_tokens: int, budget: MemoryBudget = DEFAULT_BUDGET, batch: int = 1
 ) -> MemoryReport:
-    """Does the model fit, and how many requests of `context_tokens` fit in the KV cache?"""
+    """Does the model fit with `batch` requests of `context_tokens`, and how many such requests
+    fit in the KV cache?"""
     hbm = dep.gpu.hbm_bytes
     usable = hbm * budget.gpu_memory_utilization
     weights = max(0.0, weights_bytes_per_gpu(dep) - dep.cpu_offload_bytes)  # GPU-resident
@@ -131,6 +132,11 @@ def memory_report(
         reason = "weights + activations + runtime leave no room for the KV cache"
     elif concurrent < 1:
         reason = f"one request of {context_tokens} tokens needs more KV than is free"
+    elif concurrent < batch:
+        reason = (
+            f"a batch of {batch} requests of {context_tokens} tokens needs more KV than is free "
+            f"(at most {concurrent} fit)"
+        )
     else:
         reason = "fits"
     return MemoryReport(
