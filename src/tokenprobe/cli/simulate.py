@@ -1,0 +1,270 @@
+"""`tokenprobe simulate`: a workload through a simulated vLLM-like server, as tables or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.errors import ConfigError
+from tokenprobe.sim import SchedulerConfig, SimResult, simulate
+from tokenprobe.sim.engine import ProgressFn
+from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
+from tokenprobe.units import fmt_s
+from tokenprobe.workload import load_workload
+
+PROGRESS_MIN_REQUESTS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFlags:
+    """The server-setting flags; None / False means "keep the default or the scenario's"."""
+
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    no_chunked_prefill: bool = False
+    prefix_caching: bool = False
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+
+    def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
+        base = base or SchedulerConfig()
+        return SchedulerConfig(
+            max_num_seqs=self.max_num_seqs or base.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
+            chunked_prefill=base.chunked_prefill and not self.no_chunked_prefill,
+            block_size=self.block_size or base.block_size,
+            prefix_caching=base.prefix_caching or self.prefix_caching,
+            gpu_memory_utilization=self.gpu_memory_utilization or base.gpu_memory_utilization,
+        )
+
+
+@app.command("simulate")
+def simulate_cmd(
+    model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")] = "",
+    gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus`")] = "",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
+    weight_dtype: Annotated[str, typer.Option(help="bf16 fp16 fp8 int8 int4 ...")] = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype")] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per request")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
+    rate: Annotated[float | None, typer.Option(help="Open loop: requests/s")] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape; 1 = Poisson")] = 1.0,
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: users")] = None,
+    offline: Annotated[bool, typer.Option(help="All requests at t = 0")] = False,
+    num_requests: Annotated[int, typer.Option(help="Requests in the run")] = 100,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    scenario: Annotated[
+        str | None, typer.Option(help=f"Named scenario: {', '.join(SCENARIOS)}")
+    ] = None,
+    workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
+    scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM default 256")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(help="default 8192")] = None,
+    no_chunked_prefill: Annotated[bool, typer.Option("--no-chunked-prefill")] = False,
+    prefix_caching: Annotated[bool, typer.Option("--prefix-caching")] = False,
+    block_size: Annotated[int | None, typer.Option(help="KV block tokens (16)")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="0.9")] = None,
+    slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
+    slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
+    """Simulate serving a workload: latency percentiles, throughput, KV use, energy."""
+    flags = ServerFlags(
+        max_num_seqs,
+        max_num_batched_tokens,
+        no_chunked_prefill,
+        prefix_caching,
+        block_size,
+        gpu_memory_utilization,
+    )
+    if scenario is not None:
+        sc = guarded(lambda: get_scenario(scenario))
+        results = guarded(lambda: _run_scenario(sc, seed, flags, scheduler))
+        _emit_scenario(sc, results, json_out, out)
+        return
+
+    def run(progress: ProgressFn | None) -> SimResult:
+        if not model or not gpu:
+            raise ConfigError("model/gpu", (model, gpu), "both are needed (or use --scenario)")
+        shape_flags = (input_tokens, output_tokens, rate, concurrency)
+        if workload is not None and (offline or any(f is not None for f in shape_flags)):
+            raise ConfigError(
+                "workload", str(workload), "a workload file replaces the length/arrival flags"
+            )
+        wl = load_workload(workload) if workload is not None else None
+        return simulate(
+            model,
+            gpu,
+            tp=tp,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
+            workload=wl,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            rate_per_s=rate,
+            burstiness=burstiness,
+            concurrency=concurrency,
+            offline=offline,
+            num_requests=num_requests,
+            seed=seed,
+            scheduler=scheduler,
+            config=flags.config(),
+            slo_ttft_s=slo_ttft_s,
+            slo_tpot_s=slo_tpot_s,
+            progress=progress,
+        )
+
+    show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
+    result = guarded(lambda: _with_progress(run, show_bar))
+    data = result.to_dict()
+    if out is not None:
+        result.write(out)
+    if json_out:
+        print_json(data)
+        return
+    render_simulation(data)
+    if out is not None:
+        console.print(f"run folder written to {out}")
+
+
+def _with_progress(run: Any, show: bool) -> SimResult:
+    if not show:
+        result: SimResult = run(None)
+        return result
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("simulating", total=None)
+
+        def report(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = run(report)
+    return result
+
+
+def _run_scenario(
+    sc: Scenario, seed: int, flags: ServerFlags, scheduler: str
+) -> list[tuple[ScenarioPart, SimResult]]:
+    out = []
+    for part in sc.parts:
+        result = simulate(
+            sc.model,
+            sc.gpu,
+            tp=sc.tp,
+            weight_dtype=sc.weight_dtype,
+            workload=part.workload,
+            config=flags.config(part.config),
+            scheduler=scheduler,
+            seed=seed,
+        )
+        out.append((part, result))
+    return out
+
+
+def _emit_scenario(
+    sc: Scenario, results: list[tuple[ScenarioPart, SimResult]], json_out: bool, out: Path | None
+) -> None:
+    parts: list[dict[str, Any]] = []
+    for i, (part, result) in enumerate(results):
+        if out is not None:
+            result.write(out if len(results) == 1 else out / f"part{i}-{part.workload.name}")
+        seed = part.seed
+        parts.append(
+            {
+                "label": part.label,
+                "seed_reference": None
+                if seed is None
+                else {
+                    "output_tokens_per_s": seed.output_tokens_per_s,
+                    "kwh_per_million_tokens": seed.kwh_per_million_tokens,
+                    "average_power_w": seed.average_power_w,
+                    "source": seed.source,
+                },
+                "result": result.to_dict(),
+            }
+        )
+    data: dict[str, Any] = {"scenario": sc.name, "description": sc.description, "parts": parts}
+    if json_out:
+        print_json({**parts[0]["result"], "scenario": sc.name} if len(parts) == 1 else data)
+        return
+    console.print(f"[bold]{sc.name}[/]: {sc.description} ({sc.model}, {sc.weight_dtype}, {sc.gpu})")
+    _scenario_table(parts)
+    for p in parts:
+        console.print(f"\n[bold]{p['label']}[/]")
+        render_simulation(p["result"])
+
+
+def _scenario_table(parts: list[dict[str, Any]]) -> None:
+    t = Table(title="Simulated vs seed (GPU power only; kWh per million output tokens, all-in)")
+    for col in ("part", "tokens/s", "seed tokens/s", "avg W", "seed W", "kWh/M", "seed kWh/M"):
+        t.add_column(col, justify="right")
+    for p in parts:
+        r, s, e = p["result"], p["seed_reference"] or {}, p["result"]["energy"]
+        t.add_row(
+            p["label"],
+            _num(r["output_tokens_per_s"], 0),
+            _num(s.get("output_tokens_per_s"), 0),
+            _num(e["average_power_w"], 0),
+            _num(s.get("average_power_w"), 0),
+            _num(e["kwh_per_million_tokens_all_in"], 3),
+            _num(s.get("kwh_per_million_tokens"), 2),
+        )
+    console.print(t)
+
+
+def _num(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _lat(stats: dict[str, float | None]) -> list[str]:
+    return [
+        "-" if stats[k] is None else fmt_s(stats[k] or 0.0) for k in ("mean", "p50", "p90", "p99")
+    ]
+
+
+def render_simulation(d: dict[str, Any]) -> None:
+    """Human tables for a simulation's dict (the same data as --json)."""
+    c = d["config"]
+    console.print(
+        f"{c.get('model', '?')} on {c.get('num_gpus', '?')}x {c.get('gpu', '?')}, "
+        f"scheduler {c['scheduler']['name']}, workload {c['workload']['name']} "
+        f"({c['workload']['num_requests']} requests, {c['workload']['arrival']['kind']})"
+    )
+    t = Table(title="Latency")
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        t.add_column(col, justify="right")
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
+        t.add_row(key.removesuffix("_s").upper(), *_lat(d[key]))
+    console.print(t)
+    s = Table(title="Throughput, KV cache and energy")
+    s.add_column("metric")
+    s.add_column("value", justify="right")
+    e, kv = d["energy"], d["kv"]
+    rows = [
+        ("completed / failed", f"{d['completed']} / {d['failed']} {d['errors'] or ''}"),
+        ("duration", fmt_s(d["duration_s"])),
+        ("requests/s", _num(d["requests_per_s"], 2)),
+        ("output tokens/s", _num(d["output_tokens_per_s"], 1)),
+        ("total tokens/s", _num(d["total_tokens_per_s"], 1)),
+        ("goodput requests/s", _num(d["goodput_requests_per_s"], 2)),
+        ("KV blocks peak / capacity", f"{kv['peak_blocks_used']:,} / {kv['capacity_blocks']:,}"),
+        ("preemptions / rejected", f"{d['preemptions']} / {d['rejected']}"),
+        ("GPU busy", _num(100 * (d["busy_fraction"] or 0.0), 1) + " %"),
+        ("energy total (idle)", f"{e['total_j']:,.0f} J ({e['idle_j']:,.0f} J)"),
+        ("average power (all GPUs)", _num(e["average_power_w"], 0) + " W"),
+        (
+            "J per input / output token",
+            f"{_num(e['joules_per_input_token'], 4)} / {_num(e['joules_per_output_token'], 4)}",
+        ),
+        ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
+    ]
+    for label, value in rows:
+        s.add_row(label, value)
+    console.print(s)

@@ -1,0 +1,152 @@
+"""Records -> latency percentiles, throughput and goodput: one summary for sim and measurement.
+
+Definitions follow vLLM's `benchmarks/benchmark_serving.py` (`calculate_metrics`):
+- TTFT = first_token_s - sent_s; E2E = finish_s - sent_s.
+- TPOT per request = (E2E - TTFT) / (output_tokens - 1), only for requests with >= 2 tokens.
+- ITL = every gap between successive token arrivals, pooled over all successful requests
+  (a chunk of k tokens is one arrival; see `RequestRecord.itl_s`).
+- Percentiles with numpy's default linear interpolation (`np.percentile`), as vLLM does.
+- Goodput = successful requests meeting every SLO that was given (TTFT <= slo_ttft_s and
+  TPOT <= slo_tpot_s; a one-token request meets any TPOT SLO, vLLM counts its TPOT as 0)
+  divided by the duration; None when no SLO is given.
+- Throughputs count successful requests only; failed ones are counted by `error_kind` and kept out
+  of every latency statistic and token total.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tokenprobe.errors import ConfigError
+from tokenprobe.records import RequestRecord, Run, TimelinePoint
+
+PERCENTILES: tuple[int, ...] = (50, 90, 99)
+LATENCY_KEYS: tuple[str, ...] = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
+SUMMARY_KEYS: tuple[str, ...] = (
+    "completed",
+    "failed",
+    "errors",
+    *LATENCY_KEYS,
+    "duration_s",
+    "requests_per_s",
+    "input_tokens",
+    "output_tokens",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "goodput_requests_per_s",
+)
+
+
+def latency_stats(values: Sequence[float] | np.ndarray) -> dict[str, float | None]:
+    """{mean, p50, p90, p99} of `values` (s); every entry None when there is no value."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    out: dict[str, float | None] = {"mean": float(arr.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(arr, PERCENTILES), strict=True):
+        out[f"p{p}"] = float(v)
+    return out
+
+
+def _present(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def run_duration_s(run: Run) -> float:
+    """The run's duration: `run.duration_s` when set, else last end minus first start.
+
+    End of a record = finish_s, else its last token, else sent_s; start = min(scheduled, sent).
+    """
+    if run.duration_s is not None:
+        return run.duration_s
+    if not run.records:
+        return 0.0
+    start = min(min(r.scheduled_s, r.sent_s) for r in run.records)
+    end = max(_record_end_s(r) for r in run.records)
+    return max(end - start, 0.0)
+
+
+def _record_end_s(record: RequestRecord) -> float:
+    if record.finish_s is not None:
+        return record.finish_s
+    if record.token_times_s:
+        return record.token_times_s[-1]
+    return record.sent_s
+
+
+def _meets_slo(record: RequestRecord, slo_ttft_s: float | None, slo_tpot_s: float | None) -> bool:
+    if slo_ttft_s is not None:
+        ttft = record.ttft_s
+        if ttft is None or ttft > slo_ttft_s:
+            return False
+    if slo_tpot_s is not None:
+        tpot = record.tpot_s
+        if tpot is not None and tpot > slo_tpot_s:
+            return False
+    return True
+
+
+def _check_slo(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ConfigError(name, value, "an SLO must be a positive number of seconds")
+
+
+def _rate(count: float, duration_s: float) -> float | None:
+    return count / duration_s if duration_s > 0 else None
+
+
+def summarize(
+    run: Run, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None
+) -> dict[str, Any]:
+    """The summary of a run, exactly in the shape of `SUMMARY_KEYS` (rules: module docstring).
+
+    Latency entries are {mean, p50, p90, p99} in seconds (None without data); rates per second
+    over `run_duration_s(run)` (None when the duration is 0).
+    """
+    _check_slo("slo_ttft_s", slo_ttft_s)
+    _check_slo("slo_tpot_s", slo_tpot_s)
+    ok = [r for r in run.records if r.ok]
+    errors = Counter(r.error_kind for r in run.records if not r.ok)
+    itl = [gap for r in ok for gap in r.itl_s]
+    duration = run_duration_s(run)
+    input_tokens = sum(r.input_tokens for r in ok)
+    output_tokens = sum(r.output_tokens for r in ok)
+    if slo_ttft_s is None and slo_tpot_s is None:
+        goodput = None
+    else:
+        good = sum(1 for r in ok if _meets_slo(r, slo_ttft_s, slo_tpot_s))
+        goodput = _rate(good, duration)
+    return {
+        "completed": len(ok),
+        "failed": len(run.records) - len(ok),
+        "errors": {str(kind): n for kind, n in sorted(errors.items())},
+        "ttft_s": latency_stats(_present(r.ttft_s for r in ok)),
+        "tpot_s": latency_stats(_present(r.tpot_s for r in ok)),
+        "itl_s": latency_stats(itl),
+        "e2e_s": latency_stats(_present(r.e2e_s for r in ok)),
+        "queue_s": latency_stats(_present(r.queue_s for r in ok)),
+        "duration_s": duration,
+        "requests_per_s": _rate(len(ok), duration),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "output_tokens_per_s": _rate(output_tokens, duration),
+        "total_tokens_per_s": _rate(input_tokens + output_tokens, duration),
+        "goodput_requests_per_s": goodput,
+    }
+
+
+def timeline_energy_j(timeline: Sequence[TimelinePoint], end_s: float) -> float:
+    """Energy of a piecewise-constant power timeline: sum(power_w * (t_next - t)), last to end_s.
+
+    Each TimelinePoint holds from its t_s to the next one's (see records.TimelinePoint).
+    """
+    if not timeline:
+        return 0.0
+    t = np.fromiter((p.t_s for p in timeline), dtype=np.float64, count=len(timeline))
+    p = np.fromiter((p.power_w for p in timeline), dtype=np.float64, count=len(timeline))
+    ends = np.append(t[1:], max(end_s, float(t[-1])))
+    return float(np.sum(p * (ends - t)))

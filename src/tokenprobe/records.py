@@ -1,0 +1,442 @@
+"""The ONE record format of simulation and measurement, and the run folder on disk.
+
+Every time is in seconds on one monotonic clock (`tokenprobe.units.now_s` for measurements, the
+simulated clock for simulations) *relative to the run's start*; `Run.wall_start_s` is the single
+epoch anchor for humans. Metrics, diagnosis and reports never care where a `Run` came from.
+
+Run folder (written by `write_run` or, as the run goes, by `RunWriter`):
+
+    config.json      {"format": "tokenprobe-run", "version": 1, "kind", "wall_start_s", "config"}
+    records.jsonl    one RequestRecord per line, appended and flushed as each request ends
+    telemetry.jsonl  one TelemetrySample per line
+    timeline.jsonl   one TimelinePoint per line (the simulator's server-side timeline)
+    summary.json     `tokenprobe.metrics.summarize(run)` (plus anything the writer adds), at close
+
+`read_run` tolerates a truncated last line of a JSONL file (a killed writer): the line is skipped
+and a note is put in `Run.warnings`. Any other unreadable line raises `SchemaError` naming the
+file and the line number.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, Literal, TypeVar
+
+from tokenprobe.errors import SchemaError
+
+RunKind = Literal["simulated", "measured", "imported"]
+RUN_KINDS: tuple[str, ...] = ("simulated", "measured", "imported")
+TOKEN_COUNT_SOURCES: tuple[str, ...] = ("usage", "tokenizer", "chunks", "sim")
+FORMAT_NAME = "tokenprobe-run"
+FORMAT_VERSION = 1
+
+CONFIG_FILE = "config.json"
+RECORDS_FILE = "records.jsonl"
+TELEMETRY_FILE = "telemetry.jsonl"
+TIMELINE_FILE = "timeline.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One request, simulated or measured.
+
+    Times (s, run-relative, one monotonic clock):
+    - `scheduled_s`: when the workload said the request should be sent (open loop) or arrive.
+    - `sent_s`: when it was really sent (measured) or arrived at the server (simulated).
+    - `first_token_s`, `finish_s`: first output token seen, last byte of the response seen.
+    - `token_times_s`: the arrival time of every output token, in order. A streamed chunk that
+      carries k tokens contributes k equal entries, all at the chunk's arrival time (the moment the
+      client could see them; no interpolation is invented). May be empty when not recorded (the
+      simulator keeps them only for a sample of requests on big runs); then ITL is not known for
+      this request but TTFT/TPOT/E2E still are.
+    - `queue_s`: server-side waiting before the first scheduling, when known (the simulator knows).
+
+    `error_kind` None means success; otherwise e.g. "http_500", "timeout", "disconnect",
+    "malformed_stream", "rejected_too_long". `token_count_source` says where `output_tokens` came
+    from: "usage" (server's usage block), "tokenizer", "chunks" (one per streamed chunk) or "sim".
+    `extra` holds server-reported timings and other scalars (SI units, suffix in the key).
+    """
+
+    request_id: str
+    scheduled_s: float
+    sent_s: float
+    first_token_s: float | None
+    finish_s: float | None
+    input_tokens: int
+    output_tokens: int
+    token_times_s: list[float] = field(default_factory=list)
+    queue_s: float | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    token_count_source: str = "usage"
+    extra: dict[str, float | str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the request succeeded (no error recorded)."""
+        return self.error_kind is None
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token: first_token_s - sent_s."""
+        if self.first_token_s is None:
+            return None
+        return self.first_token_s - self.sent_s
+
+    @property
+    def e2e_s(self) -> float | None:
+        """End-to-end latency: finish_s - sent_s."""
+        if self.finish_s is None:
+            return None
+        return self.finish_s - self.sent_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (finish - first) / (output_tokens - 1).
+
+        vLLM's benchmark_serving definition ((latency - ttft) / (output_len - 1)); None when
+        fewer than two tokens were produced or a time is missing.
+        """
+        if self.first_token_s is None or self.finish_s is None or self.output_tokens < 2:
+            return None
+        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
+
+    @property
+    def itl_s(self) -> list[float]:
+        """Inter-token latencies: gaps between successive token *arrivals*.
+
+        The k tokens of one chunk share an arrival time and count as one arrival, so the gaps are
+        chunk to chunk, as vLLM's benchmark_serving counts them. Empty when token times were not
+        recorded.
+        """
+        times = self.token_times_s
+        return [b - a for a, b in itertools.pairwise(times) if b != a]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "record") -> RequestRecord:
+        """Build from a JSON object; raise SchemaError naming `where` on a bad key or type."""
+        record = _from_dict(cls, data, where, _RECORD_TYPES)
+        for t in record.token_times_s:
+            if isinstance(t, bool) or not isinstance(t, float | int) or not math.isfinite(t):
+                raise SchemaError(where, f"token_times_s holds {t!r}, not a finite number")
+        for key, value in record.extra.items():
+            if isinstance(value, bool) or not isinstance(value, float | int | str):
+                raise SchemaError(where, f"extra[{key!r}]={value!r} should be a number or string")
+        return record
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """One reading of a GPU's counters (NVML, nvidia-smi CSV, DCGM...). Only `t_s` is required.
+
+    Units: power W (instantaneous or averaged as the source gives it), energy J (a cumulative
+    counter since an arbitrary origin, e.g. NVML's total energy), utilizations are fractions 0..1,
+    memory in bytes, clocks in Hz, temperature in °C, PCIe in bytes/s. `throttle_reasons` is the
+    vendor's bit mask (NVML clocksThrottleReasons) when known.
+    """
+
+    t_s: float
+    gpu_index: int | None = None
+    power_w: float | None = None
+    energy_j: float | None = None
+    gpu_util: float | None = None
+    mem_util: float | None = None
+    mem_used_bytes: float | None = None
+    sm_clock_hz: float | None = None
+    mem_clock_hz: float | None = None
+    temp_c: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    throttle_reasons: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "telemetry") -> TelemetrySample:
+        return _from_dict(cls, data, where, _TELEMETRY_TYPES)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """The server's state from `t_s` until the next point's `t_s` (piecewise constant).
+
+    Kept apart from TelemetrySample because it describes the scheduler (what a simulator knows and
+    a measurement usually does not): running batch size, KV blocks in use, requests waiting.
+    `power_w` is the electrical power of ALL GPUs of the deployment over the interval, so the
+    energy of a run is sum(power_w * (t_next - t)) (the last point holds until the run's end).
+    `prefill_tokens` / `decode_seqs` describe the step that starts at `t_s` (0 when idle).
+    """
+
+    t_s: float
+    batch_size: int
+    kv_blocks_used: int
+    queue_len: int
+    power_w: float
+    prefill_tokens: int = 0
+    decode_seqs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "timeline") -> TimelinePoint:
+        return _from_dict(cls, data, where, _TIMELINE_TYPES)
+
+
+@dataclass(slots=True)
+class Run:
+    """A simulated, measured or imported run: config, per-request records and time series.
+
+    `duration_s` is the run's length on its clock (None: metrics derive it from the records).
+    `warnings` lists what `read_run` had to tolerate (e.g. a truncated last line).
+    """
+
+    kind: RunKind
+    config: dict[str, Any] = field(default_factory=dict)
+    wall_start_s: float = 0.0
+    records: list[RequestRecord] = field(default_factory=list)
+    telemetry: list[TelemetrySample] = field(default_factory=list)
+    timeline: list[TimelinePoint] = field(default_factory=list)
+    duration_s: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in RUN_KINDS:
+            raise SchemaError("run.kind", f"{self.kind!r} is not one of {', '.join(RUN_KINDS)}")
+
+
+# ---------------------------------------------------------------- (de)serialisation helpers
+
+_T = TypeVar("_T")
+_FLOAT = (float, int)
+_OPT_FLOAT = (float, int, type(None))
+_OPT_INT = (int, type(None))
+_OPT_STR = (str, type(None))
+
+_RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "request_id": (str,),
+    "scheduled_s": _FLOAT,
+    "sent_s": _FLOAT,
+    "first_token_s": _OPT_FLOAT,
+    "finish_s": _OPT_FLOAT,
+    "input_tokens": (int,),
+    "output_tokens": (int,),
+    "token_times_s": (list,),
+    "queue_s": _OPT_FLOAT,
+    "error_kind": _OPT_STR,
+    "error_message": _OPT_STR,
+    "token_count_source": (str,),
+    "extra": (dict,),
+}
+_TELEMETRY_TYPES: dict[str, tuple[type, ...]] = {
+    f.name: (_FLOAT if f.name == "t_s" else _OPT_FLOAT) for f in fields(TelemetrySample)
+}
+_TELEMETRY_TYPES.update({"gpu_index": _OPT_INT, "throttle_reasons": _OPT_INT})
+_TIMELINE_TYPES: dict[str, tuple[type, ...]] = {
+    "t_s": _FLOAT,
+    "batch_size": (int,),
+    "kv_blocks_used": (int,),
+    "queue_len": (int,),
+    "power_w": _FLOAT,
+    "prefill_tokens": (int,),
+    "decode_seqs": (int,),
+}
+
+
+def _from_dict(
+    cls: Callable[..., _T], data: Mapping[str, Any], where: str, types: dict[str, tuple[type, ...]]
+) -> _T:
+    if not isinstance(data, Mapping):
+        raise SchemaError(where, f"expected a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(types))
+    if unknown:
+        raise SchemaError(where, f"unknown keys {unknown}; known: {sorted(types)}")
+    for key, value in data.items():
+        allowed = types[key]
+        # bool is an int subclass in Python; a JSON true is never a valid number here
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            names = "/".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise SchemaError(where, f"{key}={value!r} should be {names}")
+    try:
+        return cls(**data)
+    except TypeError as exc:  # a required key is missing
+        raise SchemaError(where, str(exc)) from None
+
+
+def _dumps(obj: Mapping[str, Any]) -> str:
+    """One compact JSON line; NaN/inf are refused because they are not JSON."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def _config_doc(run_kind: str, config: Mapping[str, Any], wall_start_s: float) -> dict[str, Any]:
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "kind": run_kind,
+        "wall_start_s": wall_start_s,
+        "config": dict(config),
+    }
+
+
+# ---------------------------------------------------------------- writing
+
+
+class RunWriter:
+    """Append-only writer of a run folder, for runs that are still going.
+
+    config.json is written at construction; `add_record` / `add_telemetry` / `add_timeline`
+    append one JSON line each and flush it, so a killed process keeps every finished request;
+    `close(summary)` writes summary.json. The summary comes from the caller
+    (`tokenprobe.metrics.summarize`), because records sit below metrics in the layering.
+    Use as a context manager to close the files even on error (summary.json is then not written).
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        kind: RunKind,
+        config: Mapping[str, Any],
+        wall_start_s: float,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _write_json(self.directory / CONFIG_FILE, _config_doc(kind, config, wall_start_s))
+        self._files: dict[str, IO[str]] = {}
+        for name in (RECORDS_FILE, TELEMETRY_FILE, TIMELINE_FILE):
+            self._files[name] = (self.directory / name).open("w", encoding="utf-8")
+
+    def _append(self, name: str, obj: Mapping[str, Any]) -> None:
+        handle = self._files[name]
+        handle.write(_dumps(obj) + "\n")
+        handle.flush()
+
+    def add_record(self, record: RequestRecord) -> None:
+        self._append(RECORDS_FILE, record.to_dict())
+
+    def add_telemetry(self, sample: TelemetrySample) -> None:
+        self._append(TELEMETRY_FILE, sample.to_dict())
+
+    def add_timeline(self, point: TimelinePoint) -> None:
+        self._append(TIMELINE_FILE, point.to_dict())
+
+    def close(self, summary: Mapping[str, Any] | None = None) -> None:
+        for handle in self._files.values():
+            handle.close()
+        if summary is not None:
+            _write_json(self.directory / SUMMARY_FILE, summary)
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._files.values():
+            if not handle.closed:
+                handle.close()
+
+
+def write_run(run: Run, directory: str | Path, summary: Mapping[str, Any] | None = None) -> Path:
+    """Write a finished run as a run folder; summary.json only when `summary` is given."""
+    with RunWriter(directory, run.kind, run.config, run.wall_start_s) as writer:
+        for record in run.records:
+            writer.add_record(record)
+        for sample in run.telemetry:
+            writer.add_telemetry(sample)
+        for point in run.timeline:
+            writer.add_timeline(point)
+        writer.close(summary)
+    return Path(directory)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_jsonl(
+    path: Path, parse: Callable[[Mapping[str, Any], str], _T], warnings: list[str]
+) -> list[_T]:
+    """Parse every line; a truncated *last* line (no newline, bad JSON) is skipped, with a note."""
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    out: list[_T] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            is_last = number == len(lines) and not text.endswith("\n")
+            if is_last:
+                warnings.append(f"{where}: truncated last line skipped (writer killed?)")
+                continue
+            raise SchemaError(where, f"not valid JSON: {exc.msg}") from None
+        out.append(parse(obj, where))
+    return out
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    path = directory / CONFIG_FILE
+    if not path.exists():
+        raise SchemaError(str(path), "missing: not a tokenprobe run folder")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(str(path), f"not valid JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        raise SchemaError(str(path), f"not a {FORMAT_NAME} config (no format={FORMAT_NAME!r})")
+    if doc.get("kind") not in RUN_KINDS:
+        raise SchemaError(str(path), f"kind={doc.get('kind')!r} not in {RUN_KINDS}")
+    return doc
+
+
+def read_summary(directory: str | Path) -> dict[str, Any] | None:
+    """The summary.json of a run folder, or None when the run was not closed."""
+    path = Path(directory) / SUMMARY_FILE
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SchemaError(str(path), f"not valid JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise SchemaError(str(path), "expected a JSON object")
+    return doc
+
+
+def read_run(directory: str | Path) -> Run:
+    """Read a run folder back into a Run (see the module docstring for what is tolerated)."""
+    root = Path(directory)
+    doc = _read_config(root)
+    warnings: list[str] = []
+    records = _read_jsonl(root / RECORDS_FILE, RequestRecord.from_dict, warnings)
+    telemetry = _read_jsonl(root / TELEMETRY_FILE, TelemetrySample.from_dict, warnings)
+    timeline = _read_jsonl(root / TIMELINE_FILE, TimelinePoint.from_dict, warnings)
+    summary = read_summary(root)
+    duration = summary.get("duration_s") if summary else None
+    if summary is None:
+        warnings.append(f"{root / SUMMARY_FILE}: missing (run not closed)")
+    return Run(
+        kind=doc["kind"],
+        config=dict(doc.get("config") or {}),
+        wall_start_s=float(doc.get("wall_start_s") or 0.0),
+        records=records,
+        telemetry=telemetry,
+        timeline=timeline,
+        duration_s=float(duration) if isinstance(duration, int | float) else None,
+        warnings=warnings,
+    )

@@ -1,0 +1,292 @@
+"""Report sections (tables + figures) for an estimate, a run, and a comparison."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tokenprobe.records import Run
+from tokenprobe.report.compare import METRICS, compare_row, comparison_figure, tpot_curves
+from tokenprobe.report.estimate_figs import SHARES, estimate_figures
+from tokenprobe.report.html import Row, Section, Table
+from tokenprobe.report.plot import Figure
+from tokenprobe.report.run_figs import latency_cdf_overlay, run_figures
+from tokenprobe.units import fmt_bytes, fmt_s, fmt_si
+
+
+def describe_estimate(est: dict[str, Any]) -> str:
+    """One line: model, hardware, parallelism, dtypes and request shape."""
+    return (
+        f"{est['model']} on {est['num_gpus']}x {est['gpu']} (tp={est['tp']}, pp={est['pp']}), "
+        f"weights {est['weight_dtype']}, compute {est['compute_dtype']}, KV {est['kv_dtype']}; "
+        f"batch {est['batch']} x ({est['input_tokens']} in, {est['output_tokens']} out)"
+    )
+
+
+def headline_rows(est: dict[str, Any]) -> list[Row]:
+    m, e = est["memory"], est["energy"]
+    cb = (est.get("decode") or {}).get("compute_bound_batch")
+    return [
+        ("TTFT", fmt_s(est["ttft_s"])),
+        ("TPOT (mean over the output)", fmt_s(est["tpot_s"])),
+        ("E2E", fmt_s(est["e2e_s"])),
+        ("output tokens/s (whole batch)", f"{est['output_tokens_per_s']:,.1f}"),
+        ("decode turns compute-bound at batch", "never" if cb is None else str(cb)),
+        ("fits in memory", "yes" if m["fits"] else f"NO: {m['reason']}"),
+        ("max concurrent requests", f"{m['max_concurrent_requests']:,}"),
+        ("KV capacity", f"{m['kv_capacity_tokens']:,} tokens"),
+        ("J per input token", f"{e['joules_per_input_token']:.4g}"),
+        ("J per output token", f"{e['joules_per_output_token']:.4g}"),
+        ("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4g}"),
+        ("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4g}"),
+    ]
+
+
+def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
+    stages = [(n, est[n]) for n in ("prefill", "decode") if est.get(n)]
+    header: Row = ("", *(("decode step" if n == "decode" else n) for n, _ in stages))
+    fmts: list[tuple[str, Any]] = [
+        ("time", lambda s: fmt_s(s["time_s"])),
+        ("FLOP", lambda s: fmt_si(s["flop"], "FLOP")),
+        ("HBM bytes", lambda s: fmt_si(s["hbm_bytes"], "B")),
+        ("FLOP per byte", lambda s: f"{s['arithmetic_intensity_flop_per_byte']:.1f}"),
+        ("bound", lambda s: s["bound"]),
+        *((f"{k} share", lambda s, k=k: f"{100 * s['shares'][k]:.0f}%") for k in SHARES),
+        ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
+    ]
+    return header, [(label, *(fmt(s) for _, s in stages)) for label, fmt in fmts]
+
+
+def _memory_rows(m: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = [
+        (label, fmt_bytes(m[key]))
+        for label, key in (
+            ("HBM", "hbm_bytes_per_gpu"),
+            ("usable by the engine", "usable_bytes_per_gpu"),
+            ("weights", "weights_bytes_per_gpu"),
+            ("activations (peak)", "activation_bytes_per_gpu"),
+            ("runtime", "runtime_bytes_per_gpu"),
+            ("free for KV cache", "kv_free_bytes_per_gpu"),
+            ("KV per token (all GPUs)", "kv_bytes_per_token"),
+            ("KV per request (all GPUs)", "kv_bytes_per_request"),
+        )
+    ]
+    return [*rows, ("verdict", m["reason"])]
+
+
+def estimate_sections(est: dict[str, Any], prefix: str = "") -> list[Section]:
+    """The estimate's numbers and figures; `prefix` keeps figure ids unique when several
+    estimates share a page."""
+    figs = {prefix + k: v for k, v in estimate_figures(est).items()}
+    header, stage_rows = _stage_rows(est)
+    ttft: list[Row] = [(k.removesuffix("_s"), fmt_s(v)) for k, v in est["ttft_breakdown_s"].items()]
+
+    def pick(*ids: str) -> dict[str, Figure]:
+        return {prefix + i: figs[prefix + i] for i in ids if prefix + i in figs}
+
+    return [
+        Section(
+            "Headline numbers",
+            tables=[
+                Table(
+                    "Latency, throughput, memory, energy", ("metric", "value"), headline_rows(est)
+                ),
+                Table("TTFT breakdown", ("part", "time"), ttft),
+            ],
+            notes=[describe_estimate(est)],
+        ),
+        Section(
+            "Where the time goes",
+            tables=[Table("Per stage, per GPU", header, stage_rows)],
+            figures=pick("roofline", "shares", "energy"),
+        ),
+        Section("Decode: context and batch", figures=pick("tpot", "throughput")),
+        Section(
+            "Memory",
+            tables=[Table("Per GPU", ("item", "value"), _memory_rows(est["memory"]))],
+            figures=pick("memory", "kv"),
+        ),
+    ]
+
+
+def _ms(v: Any) -> str:
+    return "-" if not isinstance(v, int | float) else f"{v * 1e3:.4g}"
+
+
+def _latency_rows(summary: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
+        stats = summary.get(key)
+        if isinstance(stats, dict):
+            rows.append(
+                (
+                    key.removesuffix("_s").upper(),
+                    *(_ms(stats.get(p)) for p in ("mean", "p50", "p90", "p99")),
+                )
+            )
+    return rows
+
+
+def _num(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return "-"
+    return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
+
+
+UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (("_j", " (J)"), ("_w", " (W)"), ("_s", " (s)"))
+
+
+def _label(key: str) -> str:
+    """`average_power_w` -> `average power (W)`: the unit suffix becomes a unit."""
+    for suffix, unit in UNIT_SUFFIXES:
+        if key.endswith(suffix):
+            return key.removesuffix(suffix).replace("_", " ") + unit
+    return key.replace("_", " ")
+
+
+def _run_rows(summary: dict[str, Any]) -> list[Row]:
+    keys = (
+        ("completed requests", "completed"),
+        ("failed requests", "failed"),
+        ("duration (s)", "duration_s"),
+        ("requests/s", "requests_per_s"),
+        ("output tokens/s", "output_tokens_per_s"),
+        ("total tokens/s", "total_tokens_per_s"),
+        ("goodput (requests/s within SLO)", "goodput_requests_per_s"),
+        ("preemptions", "preemptions"),
+        ("rejected", "rejected"),
+    )
+    rows: list[Row] = [(label, _num(summary.get(key))) for label, key in keys if key in summary]
+    errors = summary.get("errors")
+    if errors:
+        rows.append(("errors by kind", json.dumps(errors)))
+    return rows
+
+
+def _energy_rows(summary: dict[str, Any]) -> list[Row]:
+    e = summary.get("energy")
+    if not isinstance(e, dict):
+        return []
+    return [(_label(k), _num(v)) for k, v in e.items() if isinstance(v, int | float)]
+
+
+def _config_rows(run: Run) -> list[Row]:
+    rows: list[Row] = [("kind", run.kind)]
+    for key, value in run.config.items():
+        text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+        rows.append((key, text if len(text) <= 160 else text[:157] + "..."))
+    return rows
+
+
+def _finding_text(f: Any) -> str:
+    if isinstance(f, dict):
+        return " | ".join(f"{k}: {v}" for k, v in f.items())
+    return str(f)
+
+
+def run_sections(run: Run, summary: dict[str, Any], name: str = "") -> list[Section]:
+    """A run's configuration, summary, latency table, figures and (when present) findings."""
+    figs = run_figures(run, summary)
+    notes = list(run.warnings)
+    sections = [
+        Section(
+            "Run" + (f" {name}" if name else ""),
+            tables=[
+                Table("Configuration", ("key", "value"), _config_rows(run)),
+                Table("Summary", ("metric", "value"), _run_rows(summary)),
+            ],
+            notes=notes,
+        ),
+        Section(
+            "Latency",
+            tables=[
+                Table("Latency (ms)", ("", "mean", "p50", "p90", "p99"), _latency_rows(summary))
+            ],
+            figures={"latency_cdf": figs["latency_cdf"]},
+        ),
+        Section("Timeline", figures={"timeline": figs["timeline"]}),
+    ]
+    energy = _energy_rows(summary)
+    if energy or "run_energy" in figs:
+        sections.append(
+            Section(
+                "Energy",
+                tables=[Table("Energy", ("metric", "value"), energy)] if energy else [],
+                figures={k: v for k, v in figs.items() if k == "run_energy"},
+            )
+        )
+    findings = summary.get("findings")
+    if isinstance(findings, list) and findings:
+        sections.append(Section("Diagnosis", notes=[_finding_text(f) for f in findings]))
+    return sections
+
+
+def compare_sections(labelled: list[tuple[str, dict[str, Any]]]) -> list[Section]:
+    """Several estimates side by side: a table of headline numbers and the bar panels."""
+    rows = [compare_row(label, est) for label, est in labelled]
+    header: Row = ("", *(r["label"] for r in rows))
+    table_rows: list[Row] = [
+        (title, *("does not fit" if not r["fits"] else f"{r[key] * scale:.4g}" for r in rows))
+        for key, title, scale, _ in METRICS
+    ]
+    table_rows.append(
+        ("max concurrent requests", *(f"{r['max_concurrent_requests']:,}" for r in rows))
+    )
+    table_rows.append(("fits", *(("yes" if r["fits"] else r["reason"]) for r in rows)))
+    figures = {"compare": comparison_figure(rows)}
+    if any(est.get("decode") for _, est in labelled):
+        figures["compare_tpot"] = tpot_curves(labelled)
+    notes = [f"{label}: {describe_estimate(est)}" for label, est in labelled]
+    return [
+        Section(
+            "Side by side",
+            tables=[Table("Headline numbers", header, table_rows)],
+            figures=figures,
+            notes=notes,
+        )
+    ]
+
+
+RUN_COMPARE_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    ("completed requests", "completed", None),
+    ("failed requests", "failed", None),
+    ("TTFT p50 (ms)", "ttft_s", "p50"),
+    ("TTFT p99 (ms)", "ttft_s", "p99"),
+    ("TPOT p50 (ms)", "tpot_s", "p50"),
+    ("TPOT p99 (ms)", "tpot_s", "p99"),
+    ("ITL p50 (ms)", "itl_s", "p50"),
+    ("E2E p50 (ms)", "e2e_s", "p50"),
+    ("requests/s", "requests_per_s", None),
+    ("output tokens/s", "output_tokens_per_s", None),
+)
+
+
+def run_compare_rows(named: list[tuple[str, dict[str, Any]]]) -> tuple[Row, list[Row]]:
+    """(header, rows) of several runs' summaries side by side; latencies in ms."""
+    header: Row = ("", *(name for name, _ in named))
+    rows: list[Row] = []
+    for label, key, stat in RUN_COMPARE_ROWS:
+        cells = []
+        for _, summary in named:
+            value = summary.get(key)
+            if stat is not None:
+                cells.append(_ms(value.get(stat) if isinstance(value, dict) else None))
+            else:
+                cells.append(_num(value))
+        rows.append((label, *cells))
+    energy = [(s.get("energy") or {}).get("kwh_per_million_output_tokens") for _, s in named]
+    rows.append(("kWh per M output tokens", *(_num(v) for v in energy)))
+    return header, rows
+
+
+def run_compare_sections(named: list[tuple[str, Run, dict[str, Any]]]) -> list[Section]:
+    """Several runs side by side: summary table and the latency CDFs overlaid."""
+    header, rows = run_compare_rows([(name, summary) for name, _, summary in named])
+    runs = [(name, run) for name, run, _ in named]
+    figures = {
+        f"cdf_{key}": latency_cdf_overlay(runs, key)
+        for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+    }
+    return [
+        Section("Runs side by side", tables=[Table("Summaries", header, rows)], figures=figures)
+    ]

@@ -1,0 +1,30 @@
+"""The serving simulator (requirements S1-S3): a vLLM-like server on the cost model.
+
+engine.py      heapq event loop: arrivals, step completions, idle power
+continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
+static.py      static batching, for contrast
+kv.py          the paged KV block pool and the shared-prefix cache
+result.py      records, timeline, energy accounting, the --json dictionary
+api.py         simulate(): deployment + workload -> SimResult
+scenarios.py   the named scenarios (seed 003 and friends)
+"""
+
+from __future__ import annotations
+
+from tokenprobe.sim.api import build_workload, run_workload, simulate
+from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
+from tokenprobe.sim.engine import SimulationError
+from tokenprobe.sim.result import SimResult
+from tokenprobe.sim.schedulers import SCHEDULERS
+
+__all__ = [
+    "SCHEDULERS",
+    "Scheduler",
+    "SchedulerConfig",
+    "SimResult",
+    "SimulationError",
+    "StepPlan",
+    "build_workload",
+    "run_workload",
+    "simulate",
+]

@@ -1,0 +1,121 @@
+"""The scheduler contract of the simulator: settings, the Protocol, and one step's plan.
+
+The engine (`sim/engine.py`) owns the clock; a scheduler owns the queues and the KV pool. Per step
+the engine calls `plan(step)` (choose what runs, allocate KV blocks, preempt), prices the returned
+`StepPlan` with the cost model, and at the step's end calls `complete(step, end_s)`, which returns
+the requests that finished. Adding a scheduler is one class plus one entry in `SCHEDULERS`
+(sim/schedulers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from tokenprobe.errors import ConfigError
+from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.state import Ledger, Seq
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Server settings, named and defaulted as in vLLM (`vllm serve` V1 engine).
+
+    max_num_seqs: sequences in one step (vLLM default 256).
+    max_num_batched_tokens: tokens (prefill + decode) per step (8192, vLLM V1's default for
+        the API server on GPUs of >= 70 GiB).
+    chunked_prefill: split long prompts over steps to fill the token budget (V1: on).
+    block_size: KV tokens per block (16). prefix_caching: reuse shared prompt-prefix blocks.
+    gpu_memory_utilization: fraction of GPU memory vLLM may use (0.9); the KV capacity is what is
+        left of it after weights and activations (from the cost model's memory model).
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    block_size: int = 16
+    prefix_caching: bool = False
+    gpu_memory_utilization: float = 0.9
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ConfigError(name, value, "an integer >= 1")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                "max_num_batched_tokens",
+                self.max_num_batched_tokens,
+                f"must be >= max_num_seqs ({self.max_num_seqs}), as vLLM requires",
+            )
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError("gpu_memory_utilization", self.gpu_memory_utilization, "in (0, 1]")
+
+
+class StepPlan(NamedTuple):
+    """What one step computes (the fields of the cost model's BatchShape) and its batch size.
+
+    A NamedTuple rather than a frozen dataclass: one is built per simulated step (10^5+ per run).
+    """
+
+    prefill_tokens: int
+    prefill_attn_pairs: float
+    prefill_seqs: int
+    decode_seqs: int
+    decode_context_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def batch_size(self) -> int:
+        return self.prefill_seqs + self.decode_seqs
+
+
+class Scheduler(Protocol):
+    """A server's scheduling policy over one KV `pool`, recording steps in `ledger`."""
+
+    pool: BlockPool
+    preemptions: int
+
+    def add(self, seq: Seq, now_s: float) -> str | None:
+        """Queue an arrived request; return a rejection reason when it can never run."""
+        ...
+
+    def plan(self, step: int, now_s: float) -> StepPlan | None:
+        """Choose the next step's work (None: nothing to run) and allocate its KV blocks."""
+        ...
+
+    def complete(self, step: int, end_s: float) -> list[Seq]:
+        """Apply the step that just ended; return the requests that finished in it."""
+        ...
+
+    @property
+    def num_waiting(self) -> int: ...
+
+    @property
+    def num_running(self) -> int: ...
+
+
+def never_fits_reason(seq: Seq, pool: BlockPool) -> str | None:
+    """Why a request can never be served on this KV pool, or None.
+
+    A request needs KV for input + output - 1 tokens at its last step (the last token's KV is
+    never written); if that exceeds the whole cache it could not finish even alone.
+    """
+    need = seq.input_tokens + seq.output_tokens - 1
+    if need > pool.capacity_tokens:
+        return (
+            f"needs KV for {need} tokens ({seq.input_tokens} in + {seq.output_tokens} out), "
+            f"more than the whole cache ({pool.capacity_tokens} tokens)"
+        )
+    return None
+
+
+def make_pool(capacity_blocks: int, config: SchedulerConfig) -> BlockPool:
+    return BlockPool(capacity_blocks, config.block_size, config.prefix_caching)
+
+
+def new_ledger() -> Ledger:
+    return Ledger()

@@ -1,0 +1,293 @@
+"""Continuous batching with chunked prefill, paged KV and preemption, after vLLM v1's scheduler.
+
+Per step (vllm/v1/core/sched/scheduler.py, `schedule`), with a budget of max_num_batched_tokens:
+1. Running requests first, in admission order: each decoding sequence gets one token, a partly
+   prefilled one the next chunk of its prompt. A sequence that needs a new KV block and finds none
+   preempts the *most recently admitted* running request (possibly itself): its blocks are freed
+   and it goes back to the *front* of the waiting queue, to recompute prompt + generated tokens.
+2. Only if nothing was preempted: waiting requests in FIFO order while the budget, max_num_seqs
+   and free blocks allow (prefix-cache hits skip their cached blocks). Without chunked prefill a
+   prompt that does not fit in the remaining budget waits (a recomputation after preemption is
+   still chunked so that it can always resume).
+
+Speed: decoding sequences are never visited one by one. Sequence r that started decoding at step
+s with prompt P (tokens in KV) has P + (t - s) tokens in KV before step t, so
+- the decode context of step t is sum(P - s) + n_decode * t (two running sums), and
+- it needs a new block at step t iff (P + t - s) % block_size == 0, i.e. t = s - P (mod block):
+  a count per residue class gives the blocks a step needs in O(1);
+- it finishes at step s + remaining - 1: a heap keyed by that step.
+The one simplification against vLLM: a step's new decode blocks are taken before the chunks of
+partly prefilled requests, which vLLM interleaves by admission order (the latter are nearly always
+the newest admissions, so the order is the same in practice).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from tokenprobe.sim.base import SchedulerConfig, StepPlan, never_fits_reason
+from tokenprobe.sim.kv import BlockPool, blocks_for
+from tokenprobe.sim.state import Ledger, Seq
+
+
+class ContinuousScheduler:
+    """vLLM-v1-like continuous batching (see the module docstring)."""
+
+    def __init__(self, config: SchedulerConfig, pool: BlockPool, ledger: Ledger) -> None:
+        self.config = config
+        self.pool = pool
+        self.ledger = ledger
+        self.preemptions = 0
+        self.waiting: deque[Seq] = deque()
+        self.running: dict[int, Seq] = {}  # admission order: popitem() gives the newest
+        self.prefilling: dict[int, Seq] = {}  # running and not done with their prompt
+        self._n_dec = 0
+        self._ctx_offset = 0  # sum over decoding seqs of (target - dec_start)
+        self._phase = [0] * config.block_size
+        self._finish_heap: list[tuple[int, int, int]] = []  # (finish step, idx, version)
+        self._chunks: list[tuple[Seq, int]] = []  # this step's prefill chunks
+        self._decode_allocated = False
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    def add(self, seq: Seq, now_s: float) -> str | None:
+        reason = never_fits_reason(seq, self.pool)
+        budget = self.config.max_num_batched_tokens
+        if reason is None and not self.config.chunked_prefill and seq.input_tokens > budget:
+            reason = (
+                f"prompt of {seq.input_tokens} tokens exceeds max_num_batched_tokens={budget} "
+                "and chunked prefill is off"
+            )
+        if reason is None:
+            self.waiting.append(seq)
+        return reason
+
+    # ------------------------------------------------------------ planning
+
+    def plan(self, step: int, now_s: float) -> StepPlan | None:
+        self._chunks = []
+        preempted = self._allocate_decode(step)
+        budget = self.config.max_num_batched_tokens - self._n_dec  # preemption frees budget
+        if self.prefilling:
+            budget, preempted_now = self._schedule_prefills(step, budget)
+            preempted = preempted or preempted_now
+        if not preempted:
+            if self.waiting and len(self.running) < self.config.max_num_seqs:
+                self._admit(step, now_s, budget)
+        elif self._n_dec == 0 and not self._chunks:
+            # everything running was preempted: vLLM's next schedule() admits from the queue
+            self._admit(step, now_s, self.config.max_num_batched_tokens)
+        if not self._chunks:
+            if not self._n_dec:
+                return None
+            n = self._n_dec
+            return StepPlan(0, 0.0, 0, n, self._ctx_offset + n * step)
+        return self._shape(step)
+
+    def _allocate_decode(self, step: int) -> bool:
+        """Blocks for this step's decode tokens; preempt the newest running requests if short."""
+        self._decode_allocated = False
+        preempted = False
+        phase = step % self.config.block_size
+        need = self._phase[phase] if self._n_dec else 0
+        if need == 0:
+            self._decode_allocated = True
+            return False
+        while need > self.pool.free_blocks:
+            victim = self._newest_running()
+            if (
+                victim.dec_start >= 0
+                and (victim.dec_start - victim.target) % len(self._phase) == phase
+            ):
+                need -= 1
+            self._preempt(victim, step)
+            preempted = True
+        self.pool.allocate(need)
+        self._decode_allocated = True
+        return preempted
+
+    def _schedule_prefills(self, step: int, budget: int) -> tuple[int, bool]:
+        """Next chunks of the running requests that are still prefilling, in admission order."""
+        preempted = False
+        for seq in list(self.prefilling.values()):
+            if budget <= 0:
+                break
+            if seq.idx not in self.prefilling:  # preempted by an earlier one in this loop
+                continue
+            n = min(seq.target - seq.computed, budget)
+            if not self._reserve_chunk(seq, n, step):
+                preempted = True
+                continue
+            self._chunks.append((seq, n))
+            budget -= n
+        return budget, preempted
+
+    def _reserve_chunk(self, seq: Seq, n: int, step: int) -> bool:
+        """Blocks for `n` more prompt tokens of a running seq, preempting the newest if needed."""
+        need = blocks_for(seq.computed + n, self.pool.block_size) - seq.shared_blocks
+        need -= seq.own_blocks
+        while need > self.pool.free_blocks:
+            victim = self._newest_running()
+            self._preempt(victim, step)
+            if victim is seq:
+                return False
+        self.pool.allocate(need)
+        seq.own_blocks += need
+        return True
+
+    def _admit(self, step: int, now_s: float, budget: int) -> None:
+        """Waiting requests, FIFO, while budget, max_num_seqs and free blocks allow."""
+        cfg, pool = self.config, self.pool
+        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            seq = self.waiting[0]
+            spec = seq.spec
+            shared = 0
+            if pool.prefix_caching and spec.prefix_tokens:
+                shareable = pool.shareable_blocks(spec.prefix_tokens, seq.target)
+                shared = pool.acquire_prefix(spec.prefix_group, shareable)
+            cached_tokens = shared * pool.block_size
+            n = seq.target - cached_tokens
+            chunked = cfg.chunked_prefill or seq.preemptions > 0
+            if n > budget and not chunked:
+                self._undo_prefix(spec.prefix_group, shared)
+                break
+            n = min(n, budget)
+            need = blocks_for(cached_tokens + n, pool.block_size) - shared
+            if need > pool.free_blocks:
+                self._undo_prefix(spec.prefix_group, shared)
+                break
+            self.waiting.popleft()
+            pool.allocate(need)
+            seq.own_blocks, seq.shared_blocks, seq.computed = need, shared, cached_tokens
+            if seq.first_sched_s is None:
+                seq.first_sched_s = now_s
+            self.running[seq.idx] = seq
+            self.prefilling[seq.idx] = seq
+            self._chunks.append((seq, n))
+            budget -= n
+
+    def _undo_prefix(self, group: int, shared: int) -> None:
+        if shared:
+            self.pool.release_prefix(group)
+
+    def _shape(self, step: int) -> StepPlan:
+        prefill_tokens = 0
+        pairs = 0.0
+        for seq, n in self._chunks:
+            prefill_tokens += n
+            pairs += n * (seq.computed + (n + 1) / 2)
+        return StepPlan(
+            prefill_tokens=prefill_tokens,
+            prefill_attn_pairs=pairs,
+            prefill_seqs=len(self._chunks),
+            decode_seqs=self._n_dec,
+            decode_context_tokens=self._ctx_offset + self._n_dec * step,
+        )
+
+    # ------------------------------------------------------------ preemption
+
+    def _newest_running(self) -> Seq:
+        return next(reversed(self.running.values()))
+
+    def _preempt(self, seq: Seq, step: int) -> None:
+        """Free everything `seq` holds and put it at the front of the waiting queue (recompute)."""
+        del self.running[seq.idx]
+        if seq.dec_start >= 0:
+            done_steps = step - seq.dec_start  # decode steps finished: dec_start .. step-1
+            kv = seq.target + done_steps + (1 if self._decode_allocated else 0)
+            seq.own_blocks = blocks_for(kv, self.pool.block_size) - seq.shared_blocks
+            seq.segments.append((seq.seg_start, step - 1))
+            seq.energy_j += self.ledger.range_j(seq.dec_start, step - 1)
+            seq.generated += done_steps
+            self._stop_decoding(seq)
+        else:
+            self.prefilling.pop(seq.idx, None)
+            self._chunks = [(s, n) for s, n in self._chunks if s is not seq]
+        self.pool.free(seq.own_blocks)
+        if seq.shared_blocks:
+            self.pool.release_prefix(seq.spec.prefix_group)
+        seq.own_blocks = seq.shared_blocks = seq.computed = 0
+        seq.target = seq.input_tokens + seq.generated
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _stop_decoding(self, seq: Seq) -> None:
+        self._n_dec -= 1
+        self._ctx_offset -= seq.target - seq.dec_start
+        self._phase[(seq.dec_start - seq.target) % len(self._phase)] -= 1
+        seq.dec_start = -1
+        seq.version += 1  # its finish-heap entry is now stale
+
+    # ------------------------------------------------------------ completion
+
+    def complete(self, step: int, end_s: float) -> list[Seq]:
+        finished: list[Seq] = []
+        if self._chunks:
+            per_token_j = self.ledger.j_per_token(step)
+            for seq, n in self._chunks:
+                seq.computed += n
+                seq.energy_j += per_token_j * n
+                if seq.computed == seq.target:
+                    self._prefill_done(seq, step, end_s, finished)
+            self._chunks = []
+        heap = self._finish_heap
+        while heap and heap[0][0] <= step:  # stale entries of preempted seqs may lag behind
+            _, idx, version = heapq.heappop(heap)
+            live = self.running.get(idx)
+            if live is not None and live.version == version:
+                self._finish_decoding(live, step, end_s)
+                finished.append(live)
+        return finished
+
+    def _prefill_done(self, seq: Seq, step: int, end_s: float, finished: list[Seq]) -> None:
+        del self.prefilling[seq.idx]
+        seq.generated += 1  # the step that completes a prompt samples one token
+        seq.seg_start = step
+        if seq.first_token_s is None:
+            seq.first_token_s = end_s
+        self._publish_prefix(seq)
+        if seq.generated >= seq.output_tokens:
+            seq.segments.append((step, step))
+            self._release(seq, blocks_for(seq.target, self.pool.block_size))
+            seq.finish_s = end_s
+            finished.append(seq)
+            return
+        seq.dec_start = step + 1
+        self._n_dec += 1
+        self._ctx_offset += seq.target - seq.dec_start
+        self._phase[(seq.dec_start - seq.target) % len(self._phase)] += 1
+        last = seq.dec_start + (seq.output_tokens - seq.generated) - 1
+        heapq.heappush(self._finish_heap, (last, seq.idx, seq.version))
+
+    def _publish_prefix(self, seq: Seq) -> None:
+        pool, req = self.pool, seq.spec
+        if not pool.prefix_caching or seq.shared_blocks or not req.prefix_tokens:
+            return
+        blocks = pool.shareable_blocks(req.prefix_tokens, req.input_tokens)
+        if blocks and pool.publish_prefix(req.prefix_group, blocks):
+            seq.own_blocks -= blocks
+            seq.shared_blocks = blocks
+
+    def _finish_decoding(self, seq: Seq, step: int, end_s: float) -> None:
+        seq.segments.append((seq.seg_start, step))
+        seq.energy_j += self.ledger.range_j(seq.dec_start, step)
+        kv = seq.target + (step - seq.dec_start + 1)
+        seq.generated += step - seq.dec_start + 1
+        self._stop_decoding(seq)
+        self._release(seq, blocks_for(kv, self.pool.block_size))
+        seq.finish_s = end_s
+
+    def _release(self, seq: Seq, total_blocks: int) -> None:
+        del self.running[seq.idx]
+        self.pool.free(total_blocks - seq.shared_blocks)
+        if seq.shared_blocks:
+            self.pool.release_prefix(seq.spec.prefix_group)
+        seq.own_blocks = seq.shared_blocks = 0

@@ -1,0 +1,212 @@
+"""The discrete-event loop: arrivals and step completions on a heap, one engine step at a time.
+
+The idea of microsoft/vidur's loop (a heapq of timed events popped in order; the clock only moves
+forward to the popped event's time). Events at the same instant are all applied before the next
+step is planned, so an offline batch (every arrival at t = 0) is seen whole by the first step, as
+vLLM sees all requests that were added before it steps.
+
+The GPU is either running one step (whose time and energy come from `step_fn`, the cost model) or
+idle at `idle_power_w` until the next arrival. The power timeline has one point per step and per
+idle spell, so total energy = sum(power x duration) over it, idle time included.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tokenprobe.errors import TokenprobeError
+from tokenprobe.sim.base import Scheduler, StepPlan
+from tokenprobe.sim.state import Ledger, Seq
+from tokenprobe.workload import RequestSpec
+
+StepFn = Callable[[StepPlan], tuple[float, float]]
+"""A step's (time_s, energy_j over all GPUs of the replica): the cost model, or a stand-in."""
+ProgressFn = Callable[[int, int], None]
+"""Called now and then with (requests done or rejected, requests in the workload)."""
+
+_STEP_DONE = 0  # applied before arrivals of the same instant: the freed slots are seen by them
+_ARRIVAL = 1
+_PROGRESS_EVERY_STEPS = 2000
+
+
+class SimulationError(TokenprobeError):
+    """The simulator broke one of its own invariants (a bug, never bad input)."""
+
+
+TimelineRow = tuple[float, int, int, int, float, int, int]
+"""(t_s, batch_size, kv_blocks_used, queue_len, power_w, prefill_tokens, decode_seqs)."""
+
+
+@dataclass(slots=True)
+class Timeline:
+    """One tuple per point (cheap for 10^5 steps); point i holds from rows[i] to rows[i + 1]."""
+
+    rows: list[TimelineRow] = field(default_factory=list)
+
+    def add(self, t_s: float, plan: StepPlan | None, kv: int, queue: int, power_w: float) -> None:
+        rows = self.rows
+        if rows and rows[-1][0] == t_s:  # a zero-length point: replace it
+            rows.pop()
+        if plan is None:
+            rows.append((t_s, 0, kv, queue, power_w, 0, 0))
+        else:
+            batch = plan.prefill_seqs + plan.decode_seqs
+            rows.append((t_s, batch, kv, queue, power_w, plan.prefill_tokens, plan.decode_seqs))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass(slots=True)
+class EngineResult:
+    seqs: list[Seq]
+    ledger: Ledger
+    timeline: Timeline
+    end_s: float
+    steps: int
+    step_energy_j: float
+    idle_energy_j: float
+    busy_s: float
+
+
+class Engine:
+    """Runs one workload through one scheduler (see the module docstring)."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        ledger: Ledger,
+        step_fn: StepFn,
+        idle_power_w: float,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.sched = scheduler
+        self.ledger = ledger
+        self.step_fn = step_fn
+        self.idle_power_w = idle_power_w
+        self.progress = progress
+        self.timeline = Timeline()
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._order = 0
+        self.clock_s = 0.0
+        self.step = 0
+        self.busy = False
+        self.step_energy_j = 0.0
+        self.idle_energy_j = 0.0
+        self.busy_s = 0.0
+        self.done = 0
+
+    def _push(self, t_s: float, kind: int, payload: int) -> None:
+        self._order += 1
+        heapq.heappush(self._heap, (t_s, kind, self._order, payload))
+
+    def run(self, requests: Sequence[RequestSpec], concurrency: int | None = None) -> EngineResult:
+        """Simulate until every request finished or was rejected.
+
+        Open loop: request i arrives at requests[i].arrival_s. Closed loop (`concurrency` N): the
+        first N arrive at 0 and each finish or rejection sends the next request at that instant.
+        """
+        self.requests = requests
+        self.seqs: list[Seq | None] = [None] * len(requests)
+        self.concurrency = concurrency
+        self._next = 0
+        for _ in range(min(concurrency or 1, len(requests))):
+            self._push_next_arrival(0.0)
+        self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
+        while self._heap:
+            self._pop_instant()
+            if not self.busy:
+                self._start_step()
+        return self._result()
+
+    def _push_next_arrival(self, now_s: float) -> None:
+        i = self._next
+        if i >= len(self.requests):
+            return
+        self._next += 1
+        t = now_s if self.concurrency else self.requests[i].arrival_s
+        self._push(max(t, now_s), _ARRIVAL, i)
+
+    def _pop_instant(self) -> None:
+        """Apply every event of the earliest instant."""
+        t_s = self._heap[0][0]
+        if t_s < self.clock_s:
+            raise SimulationError(f"clock would go back from {self.clock_s} to {t_s}")
+        if not self.busy and t_s > self.clock_s:
+            self.idle_energy_j += self.idle_power_w * (t_s - self.clock_s)
+        self.clock_s = t_s
+        while self._heap and self._heap[0][0] == t_s:
+            _, kind, _, payload = heapq.heappop(self._heap)
+            if kind == _STEP_DONE:
+                self._step_done()
+            else:
+                self._arrive(payload)
+
+    def _arrive(self, i: int) -> None:
+        seq = Seq(i, self.requests[i], self.clock_s)
+        self.seqs[i] = seq
+        reason = self.sched.add(seq, self.clock_s)
+        if not self.concurrency:
+            self._push_next_arrival(self.clock_s)
+        if reason is not None:
+            seq.reject_reason = reason
+            self._finished(seq)
+
+    def _finished(self, seq: Seq) -> None:
+        self.done += 1
+        if self.concurrency:
+            self._push_next_arrival(self.clock_s)
+
+    def _start_step(self) -> None:
+        """Plan and price the next step (the hot path: written for speed, not elegance)."""
+        sched, now = self.sched, self.clock_s
+        plan = sched.plan(self.step, now)
+        kv, queue = sched.pool.used_blocks, sched.num_waiting
+        if plan is None:
+            self.timeline.add(now, None, kv, queue, self.idle_power_w)
+            return
+        time_s, energy_j = self.step_fn(plan)
+        if not (0 < time_s < math.inf and energy_j >= 0):
+            raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
+        end_s = now + time_s
+        prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
+        self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
+        rows = self.timeline.rows
+        if rows[-1][0] == now:  # replaces a zero-length idle point
+            rows.pop()
+        batch = prefill_seqs + decode_seqs
+        rows.append((now, batch, kv, queue, energy_j / time_s, prefill_tokens, decode_seqs))
+        self.step_energy_j += energy_j
+        self.busy_s += time_s
+        self.busy = True
+        self._push(end_s, _STEP_DONE, self.step)
+
+    def _step_done(self) -> None:
+        finished = self.sched.complete(self.step, self.clock_s)
+        self.step += 1
+        self.busy = False
+        for seq in finished:
+            self._finished(seq)
+        if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
+            self.progress(self.done, len(self.requests))
+
+    def _result(self) -> EngineResult:
+        seqs = [s for s in self.seqs if s is not None]
+        stuck = [s.idx for s in seqs if s.finish_s is None and s.reject_reason is None]
+        if len(seqs) != len(self.requests) or stuck:
+            raise SimulationError(f"requests neither finished nor rejected: {stuck[:10]}")
+        if self.progress is not None:
+            self.progress(self.done, len(self.requests))
+        return EngineResult(
+            seqs=seqs,
+            ledger=self.ledger,
+            timeline=self.timeline,
+            end_s=self.clock_s,
+            steps=self.step,
+            step_energy_j=self.step_energy_j,
+            idle_energy_j=self.idle_energy_j,
+            busy_s=self.busy_s,
+        )

@@ -1,0 +1,164 @@
+"""A finished simulation as records, timeline, energy accounting and the `--json` dictionary.
+
+Records: one RequestRecord per request (sent_s = arrival at the server; scheduled_s the same;
+queue_s = first scheduling - arrival; extra: energy_j (its share of the step energy, by tokens
+in each step), preemptions). Rejected requests carry error_kind "rejected_too_long" and the reason.
+Every token time is kept for at most `trace_requests` requests (evenly spaced by index); the
+others keep first/finish/counts only, so TTFT, TPOT and E2E cover every request and ITL covers
+the traced ones (`itl_traced_requests` in the output says how many).
+
+Energy (all GPUs of the replica): each step's energy from the cost model plus idle power between
+steps. A step's energy is split between input and output by its tokens (prefill tokens vs decode
+tokens); idle energy is split in the same proportion as the step energy. So
+joules_per_input_token = (prefill + its idle share) / input tokens and joules_per_output_token
+likewise, while `joules_per_token_all_in` charges everything to output tokens (the seed's
+"kWh per million tokens", and the estimator's field of the same name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenprobe.metrics import summarize
+from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
+from tokenprobe.sim.engine import EngineResult
+from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.state import Seq
+from tokenprobe.units import JOULES_PER_KWH, MEGA
+
+REJECTED = "rejected_too_long"
+
+
+def _record(seq: Seq, result: EngineResult, traced: bool) -> RequestRecord:
+    spec = seq.spec
+    if seq.reject_reason is not None:
+        return RequestRecord(
+            request_id=spec.request_id,
+            scheduled_s=seq.arrival_s,
+            sent_s=seq.arrival_s,
+            first_token_s=None,
+            finish_s=None,
+            input_tokens=spec.input_tokens,
+            output_tokens=0,
+            error_kind=REJECTED,
+            error_message=seq.reject_reason,
+            token_count_source="sim",
+        )
+    queue = None if seq.first_sched_s is None else seq.first_sched_s - seq.arrival_s
+    return RequestRecord(
+        request_id=spec.request_id,
+        scheduled_s=seq.arrival_s,
+        sent_s=seq.arrival_s,
+        first_token_s=seq.first_token_s,
+        finish_s=seq.finish_s,
+        input_tokens=spec.input_tokens,
+        output_tokens=seq.generated,
+        token_times_s=result.ledger.token_times_s(seq.segments) if traced else [],
+        queue_s=queue,
+        token_count_source="sim",
+        extra={"energy_j": seq.energy_j, "preemptions": float(seq.preemptions)},
+    )
+
+
+def build_records(result: EngineResult, trace_requests: int) -> list[RequestRecord]:
+    n = len(result.seqs)
+    stride = max(1, -(-n // trace_requests)) if trace_requests > 0 else 0
+    return [
+        _record(seq, result, stride > 0 and i % stride == 0) for i, seq in enumerate(result.seqs)
+    ]
+
+
+def _per_million_kwh(joules: float, tokens: int) -> float | None:
+    return joules / tokens * MEGA / JOULES_PER_KWH if tokens else None
+
+
+def energy_summary(result: EngineResult, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Energy accounting of a run (module docstring); joules, kWh per million tokens, watts."""
+    rows = result.timeline.rows
+    prefill_j = decode_j = 0.0
+    ends = [row[0] for row in rows[1:]] + [result.end_s]
+    for (t0, _, _, _, p, pre, dec), t1 in zip(rows, ends, strict=True):
+        tokens = pre + dec
+        if tokens:
+            e = p * (t1 - t0)
+            prefill_j += e * pre / tokens
+            decode_j += e * dec / tokens
+    step_j = prefill_j + decode_j
+    idle_j = result.idle_energy_j
+    total_j = step_j + idle_j
+    share_in = prefill_j / step_j if step_j else 0.0
+    j_in = prefill_j + idle_j * share_in
+    j_out = decode_j + idle_j * (1.0 - share_in)
+    return {
+        "total_j": total_j,
+        "step_j": step_j,
+        "idle_j": idle_j,
+        "prefill_j": prefill_j,
+        "decode_j": decode_j,
+        "average_power_w": total_j / result.end_s if result.end_s > 0 else None,
+        "joules_per_input_token": j_in / input_tokens if input_tokens else None,
+        "joules_per_output_token": j_out / output_tokens if output_tokens else None,
+        "joules_per_token_all_in": total_j / output_tokens if output_tokens else None,
+        "kwh_per_million_input_tokens": _per_million_kwh(j_in, input_tokens),
+        "kwh_per_million_output_tokens": _per_million_kwh(j_out, output_tokens),
+        "kwh_per_million_tokens_all_in": _per_million_kwh(total_j, output_tokens),
+    }
+
+
+@dataclass(slots=True)
+class SimResult:
+    """The outcome of `tokenprobe.simulate`; `to_dict()` is exactly `simulate --json`."""
+
+    config: dict[str, Any]
+    engine: EngineResult
+    pool: BlockPool
+    preemptions: int
+    records: list[RequestRecord]
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    _summary: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, with_timeline: bool = True) -> Run:
+        timeline = self.timeline_points() if with_timeline else []
+        return Run(
+            kind="simulated",
+            config=self.config,
+            records=self.records,
+            timeline=timeline,
+            duration_s=self.engine.end_s,
+        )
+
+    def timeline_points(self) -> list[TimelinePoint]:
+        return [TimelinePoint(*row) for row in self.engine.timeline.rows]
+
+    def summary(self) -> dict[str, Any]:
+        if not self._summary:
+            run = self.run(with_timeline=False)
+            self._summary = summarize(run, self.slo_ttft_s, self.slo_tpot_s)
+        return self._summary
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.summary()
+        traced = sum(1 for r in self.records if r.token_times_s)
+        return {
+            **s,
+            "energy": energy_summary(self.engine, s["input_tokens"], s["output_tokens"]),
+            "kv": {
+                "peak_blocks_used": self.pool.peak_used_blocks,
+                "capacity_blocks": self.pool.capacity_blocks,
+                "block_size": self.pool.block_size,
+                "capacity_tokens": self.pool.capacity_tokens,
+            },
+            "preemptions": self.preemptions,
+            "rejected": sum(1 for r in self.records if r.error_kind == REJECTED),
+            "steps": self.engine.steps,
+            "busy_fraction": self.engine.busy_s / self.engine.end_s if self.engine.end_s else None,
+            "itl_traced_requests": traced,
+            "config": self.config,
+        }
+
+    def write(self, directory: str | Path) -> Path:
+        """The run folder (records, timeline, config, summary = to_dict())."""
+        return write_run(self.run(), directory, summary=self.to_dict())

@@ -1,0 +1,43 @@
+"""Telemetry: NVML and host sampling on the run's clock; imports of nvidia-smi / Prometheus logs.
+
+`nvml.py` is the only module that imports pynvml; `host.py` wraps psutil and RAPL; `sampler.py`
+runs both in a background thread; `nvidia_smi_csv.py` and `prometheus_text.py` turn other tools'
+logs into the same `TelemetrySample`s; `exporter.py` serves them to Prometheus.
+"""
+
+from __future__ import annotations
+
+from tokenprobe.telemetry.host import HostReader, HostSample, RaplReader
+from tokenprobe.telemetry.nvidia_smi_csv import CsvImport, parse_nvidia_smi_csv, read_nvidia_smi_csv
+from tokenprobe.telemetry.nvml import GpuReading, NvmlGpus
+from tokenprobe.telemetry.sampler import (
+    DEFAULT_PERIOD_S,
+    HOST_FILE,
+    NOTES_FILE,
+    Gap,
+    HostLog,
+    Sampler,
+    make_sampler,
+    open_gpus,
+    write_notes,
+)
+
+__all__ = [
+    "DEFAULT_PERIOD_S",
+    "HOST_FILE",
+    "NOTES_FILE",
+    "CsvImport",
+    "Gap",
+    "GpuReading",
+    "HostLog",
+    "HostReader",
+    "HostSample",
+    "NvmlGpus",
+    "RaplReader",
+    "Sampler",
+    "make_sampler",
+    "open_gpus",
+    "parse_nvidia_smi_csv",
+    "read_nvidia_smi_csv",
+    "write_notes",
+]

@@ -1,0 +1,199 @@
+"""Parse Prometheus text exposition (dcgm-exporter, tokenprobe's own exporter, LLM servers).
+
+`parse_exposition(text)` reads the text format (version 0.0.4): `# HELP`/`# TYPE` comments,
+`name{label="value",...} value [timestamp_ms]`, with escaped label values and NaN/±Inf. A line it
+cannot read is skipped and counted, never fatal.
+
+`gpu_samples(text, t_s)` turns one scrape into one `TelemetrySample` per GPU (label `gpu`), from
+dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting units:
+
+    DCGM_FI_DEV_POWER_USAGE               W
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION  mJ  -> J
+    DCGM_FI_DEV_GPU_UTIL                  %   -> 0..1
+    DCGM_FI_DEV_MEM_COPY_UTIL             %   -> 0..1
+    DCGM_FI_DEV_FB_USED                   MiB -> bytes
+    DCGM_FI_DEV_SM_CLOCK, _MEM_CLOCK      MHz -> Hz
+    DCGM_FI_DEV_GPU_TEMP                  °C
+    DCGM_FI_PROF_PCIE_TX_BYTES, _RX_BYTES bytes/s
+    DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask
+
+`server_sample(text, t_s)` reads an inference server's own view of queueing and capacity (vLLM,
+SGLang, llama.cpp `/metrics`): running and waiting requests, KV-cache usage (0..1), preemptions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from tokenprobe.records import TelemetrySample
+from tokenprobe.units import MEGA, MILLI, MiB
+
+_LINE = re.compile(
+    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
+    r"(?:\{(?P<labels>.*)\})?"
+    r"\s+(?P<value>\S+)"
+    r"(?:\s+(?P<ts>-?\d+))?\s*$"
+)
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One exposition line: name, labels, value, and the optional timestamp in ms."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+    timestamp_ms: int | None = None
+
+
+@dataclass(slots=True)
+class Exposition:
+    metrics: list[Metric] = field(default_factory=list)
+    skipped_lines: int = 0
+    skip_reasons: list[str] = field(default_factory=list)
+
+
+def _labels(text: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _LABEL.match(text, position)
+        if match is None:
+            return None
+        value = re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], match.group(2))
+        out[match.group(1)] = value
+        position = match.end()
+    return out
+
+
+def _number(text: str) -> float:
+    lowered = text.lower()
+    if lowered in ("+inf", "inf"):
+        return math.inf
+    if lowered == "-inf":
+        return -math.inf
+    return float(text)  # "NaN" parses too
+
+
+def parse_exposition(text: str) -> Exposition:
+    """Every metric line of a scrape; unreadable lines are counted in `skipped_lines`."""
+    result = Exposition()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _LINE.match(line)
+        labels = _labels(match.group("labels") or "") if match else None
+        try:
+            value = _number(match.group("value")) if match else None
+        except ValueError:
+            value = None
+        if match is None or labels is None or value is None:
+            result.skipped_lines += 1
+            if len(result.skip_reasons) < 10:
+                result.skip_reasons.append(f"line {number}: not a metric line: {line[:80]!r}")
+            continue
+        ts = match.group("ts")
+        result.metrics.append(Metric(match.group("name"), labels, value, int(ts) if ts else None))
+    return result
+
+
+# metric name -> (TelemetrySample field, factor to SI)
+GPU_METRICS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", MILLI),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 0.01),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util", 0.01),
+    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", MiB),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_hz", MEGA),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_hz", MEGA),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
+    # tokenprobe's own exporter (exporter.py), already in SI units
+    "tokenprobe_gpu_power_watts": ("power_w", 1.0),
+    "tokenprobe_gpu_energy_joules": ("energy_j", 1.0),
+    "tokenprobe_gpu_utilization_ratio": ("gpu_util", 1.0),
+    "tokenprobe_gpu_memory_utilization_ratio": ("mem_util", 1.0),
+    "tokenprobe_gpu_memory_used_bytes": ("mem_used_bytes", 1.0),
+    "tokenprobe_gpu_sm_clock_hertz": ("sm_clock_hz", 1.0),
+    "tokenprobe_gpu_memory_clock_hertz": ("mem_clock_hz", 1.0),
+    "tokenprobe_gpu_temperature_celsius": ("temp_c", 1.0),
+    "tokenprobe_gpu_pcie_tx_bytes_per_second": ("pcie_tx_bytes_per_s", 1.0),
+    "tokenprobe_gpu_pcie_rx_bytes_per_second": ("pcie_rx_bytes_per_s", 1.0),
+    "tokenprobe_gpu_throttle_reasons": ("throttle_reasons", 1.0),
+}
+
+
+def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
+    """One sample per `gpu` label found in a scrape taken at run-relative time `t_s`."""
+    per_gpu: dict[int | None, dict[str, Any]] = defaultdict(dict)
+    for metric in parse_exposition(text).metrics:
+        target = GPU_METRICS.get(metric.name)
+        if target is None or not math.isfinite(metric.value):
+            continue
+        gpu = metric.labels.get("gpu")
+        index = int(gpu) if gpu is not None and gpu.isdigit() else None
+        name, factor = target
+        value = metric.value * factor
+        per_gpu[index][name] = int(value) if name == "throttle_reasons" else value
+    return [
+        replace(TelemetrySample(t_s=t_s, gpu_index=index), **values)
+        for index, values in sorted(per_gpu.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSample:
+    """The server's own view at `t_s`: requests running and waiting, KV-cache use (0..1),
+    preemptions so far (a counter). None where the server does not export the figure."""
+
+    t_s: float
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+# metric -> (ServerSample field, server); all are already ratios or counts
+SERVER_METRICS: dict[str, tuple[str, str]] = {
+    "vllm:num_requests_running": ("requests_running", "vllm"),
+    "vllm:num_requests_waiting": ("requests_waiting", "vllm"),
+    "vllm:gpu_cache_usage_perc": ("kv_cache_usage", "vllm"),  # a 0..1 ratio despite the name
+    "vllm:kv_cache_usage_perc": ("kv_cache_usage", "vllm"),
+    "vllm:num_preemptions_total": ("preemptions_total", "vllm"),
+    "sglang:num_running_reqs": ("requests_running", "sglang"),
+    "sglang:num_queue_reqs": ("requests_waiting", "sglang"),
+    "sglang:token_usage": ("kv_cache_usage", "sglang"),
+    "llamacpp:requests_processing": ("requests_running", "llama.cpp"),
+    "llamacpp:requests_deferred": ("requests_waiting", "llama.cpp"),
+    "llamacpp:kv_cache_usage_ratio": ("kv_cache_usage", "llama.cpp"),
+}
+
+
+def server_sample(text: str, t_s: float) -> ServerSample:
+    """Sum each known metric over its label sets (several models or engines) into one sample."""
+    values: dict[str, Any] = {}
+    source: str | None = None
+    for metric in parse_exposition(text).metrics:
+        target = SERVER_METRICS.get(metric.name)
+        if target is None or not math.isfinite(metric.value):
+            continue
+        name, source = target
+        if name == "kv_cache_usage":  # a ratio: the fullest engine, not a sum
+            values[name] = max(values.get(name, 0.0), metric.value)
+        else:
+            values[name] = values.get(name, 0.0) + metric.value
+    return replace(ServerSample(t_s=t_s, source=source), **values)

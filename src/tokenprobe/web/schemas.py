@@ -1,0 +1,121 @@
+"""The JSON API's request bodies: strict pydantic models with bounds (no coercion of "8" to 8,
+unknown keys rejected), and the catalog lookups that keep every name inside the catalogs.
+
+A model or GPU in a request is a catalog name, never a path: `get_model` / `get_gpu` would read a
+file for a path, and the web app must not touch files outside the runs folder.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tokenprobe.cost import Estimate, estimate
+from tokenprobe.errors import ConfigError, UnknownHardwareError, UnknownModelError
+from tokenprobe.hardware import GpuSpec, get_gpu, gpu_names
+from tokenprobe.model import ModelSpec, catalog_names, from_hf_config, get_model
+
+DtypeName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4"]
+DTYPE_NAMES: tuple[str, ...] = DtypeName.__args__  # type: ignore[attr-defined]
+
+MAX_TOKENS = 1_048_576  # 1 Mi tokens: beyond any catalog model's context
+MAX_BATCH = 65_536
+MAX_TP = 64
+MAX_PP = 64
+MAX_POWER_W = 5_000.0
+MAX_CONFIG_CHARS = 64_000
+MAX_CONFIG_NUMBER = 1e9
+
+LIMITS: dict[str, tuple[float, float]] = {
+    "input_tokens": (1, MAX_TOKENS),
+    "output_tokens": (1, MAX_TOKENS),
+    "batch": (1, MAX_BATCH),
+    "tp": (1, MAX_TP),
+    "pp": (1, MAX_PP),
+    "power_limit_w": (1, MAX_POWER_W),
+}
+
+
+class WorkloadRequest(BaseModel):
+    """Model, parallelism, precisions and request shape (everything but the GPU)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str = Field("llama-3.1-8b", min_length=1, max_length=100)
+    hf_config: dict[str, Any] | None = Field(
+        None, description="a pasted Hugging Face config.json (used instead of `model`)"
+    )
+    tp: int = Field(1, ge=1, le=MAX_TP)
+    pp: int = Field(1, ge=1, le=MAX_PP)
+    input_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(256, ge=1, le=MAX_TOKENS)
+    batch: int = Field(1, ge=1, le=MAX_BATCH)
+    weight_dtype: DtypeName = "bf16"
+    kv_dtype: DtypeName | None = None
+    power_limit_w: float | None = Field(None, gt=0, le=MAX_POWER_W, allow_inf_nan=False)
+
+
+class EstimateRequest(WorkloadRequest):
+    gpu: str = Field("h100-sxm", min_length=1, max_length=100)
+
+
+def _check_numbers(value: Any, path: str) -> None:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int | float):
+        if not abs(value) <= MAX_CONFIG_NUMBER:
+            raise ConfigError(f"hf_config.{path}", value, f"a number within ±{MAX_CONFIG_NUMBER:g}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_numbers(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, f"{path}[{i}]")
+
+
+def pasted_model(cfg: dict[str, Any]) -> ModelSpec:
+    """A ModelSpec from a pasted config.json, bounded in size and in every number."""
+    if len(json.dumps(cfg)) > MAX_CONFIG_CHARS:
+        raise ConfigError("hf_config", "...", f"at most {MAX_CONFIG_CHARS:,} characters of JSON")
+    _check_numbers(cfg, "")
+    try:
+        return from_hf_config(cfg, name=str(cfg.get("_name_or_path") or "pasted config"))
+    except ConfigError as exc:  # e.g. SchemaError("config.json", "missing key ...")
+        raise ConfigError("hf_config", "...", exc.allowed) from None
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+        raise ConfigError("hf_config", "...", f"not a usable model config ({exc!r})") from None
+
+
+def catalog_model(name: str) -> ModelSpec:
+    """A model of the catalog by name (case-insensitive); never a path."""
+    names = catalog_names()
+    if name.strip().lower() not in {n.lower() for n in names}:
+        raise UnknownModelError(name, names)
+    return get_model(name.strip().lower())
+
+
+def catalog_gpu(name: str) -> GpuSpec:
+    """A GPU of the catalog by name (case-insensitive); never a path."""
+    names = gpu_names()
+    match = {n.lower(): n for n in names}.get(name.strip().lower())
+    if match is None:
+        raise UnknownHardwareError(name, names)
+    return get_gpu(match)
+
+
+def run_estimate(req: WorkloadRequest, gpu: GpuSpec) -> Estimate:
+    model = pasted_model(req.hf_config) if req.hf_config is not None else catalog_model(req.model)
+    return estimate(
+        model,
+        gpu,
+        input_tokens=req.input_tokens,
+        output_tokens=req.output_tokens,
+        batch=req.batch,
+        tp=req.tp,
+        pp=req.pp,
+        weight_dtype=req.weight_dtype,
+        kv_dtype=req.kv_dtype,
+        power_limit_w=req.power_limit_w,
+    )

@@ -1,0 +1,95 @@
+"""`tokenprobe.simulate` and `tokenprobe simulate`: same numbers, run folder, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import tokenprobe.cli.simulate  # noqa: F401  (registers the command until cli/__init__ does)
+from tokenprobe.cli.app import app
+from tokenprobe.errors import ConfigError
+from tokenprobe.metrics import SUMMARY_KEYS
+from tokenprobe.records import read_run
+from tokenprobe.sim import simulate
+
+runner = CliRunner()
+FLAGS = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "512"]
+FLAGS += ["--output-tokens", "128", "--rate", "8", "--num-requests", "120", "--seed", "3"]
+
+
+def _roundtrip(d: object) -> object:
+    return json.loads(json.dumps(d))
+
+
+def test_python_api_equals_cli_json() -> None:
+    result = simulate(
+        "llama-3.1-8b",
+        "h100-sxm",
+        input_tokens=512,
+        output_tokens=128,
+        rate_per_s=8.0,
+        num_requests=120,
+        seed=3,
+    )
+    cli = runner.invoke(app, ["simulate", *FLAGS, "--json"])
+    assert cli.exit_code == 0, cli.output
+    data = json.loads(cli.output)
+    assert data == _roundtrip(result.to_dict())
+    for key in (*SUMMARY_KEYS, "energy", "kv", "preemptions", "rejected"):
+        assert key in data
+    assert data["energy"]["kwh_per_million_output_tokens"] > 0
+    assert data["completed"] == 120 and data["output_tokens"] == 120 * 128
+
+
+def test_tables_and_run_folder(tmp_path: Path) -> None:
+    cli = runner.invoke(app, ["simulate", *FLAGS, "--out", str(tmp_path / "run")])
+    assert cli.exit_code == 0, cli.output
+    for text in ("TTFT", "TPOT", "KV blocks", "kWh per million"):
+        assert text in cli.output
+    run = read_run(tmp_path / "run")
+    assert run.kind == "simulated" and len(run.records) == 120
+    assert run.warnings == []
+    assert run.config["model"] == "llama-3.1-8b"
+    assert run.timeline and run.duration_s is not None
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["ttft_s"]["p50"] > 0 and summary["kv"]["capacity_blocks"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--rate", "0"], "rate_per_s"),
+        (["--rate", "1", "--offline"], "exactly one"),
+        (["--input-tokens", "-5"], "input_tokens"),
+        (["--scheduler", "magic"], "scheduler"),
+        (["--max-num-seqs", "512", "--max-num-batched-tokens", "256"], "max_num_batched_tokens"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--output-tokens", "8"]
+    if "--input-tokens" not in args:
+        base += ["--input-tokens", "8"]
+    if "--rate" not in args and "--offline" not in args:
+        base += ["--offline"]
+    result = runner.invoke(app, [*base, *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.output and "Traceback" not in result.output
+
+
+def test_unknown_scenario_and_unreadable_workload(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["simulate", "--scenario", "nope"])
+    assert result.exit_code == 2 and "seed-003" in result.output
+    bad = tmp_path / "w.toml"
+    bad.write_text('[arrival]\nkind = "trace"\ntrace_file = "t.csv"\n')
+    (tmp_path / "t.csv").write_text("arrival_s,input_tokens,output_tokens\n0,10,x\n")
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--workload", str(bad)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "t.csv:2" in result.output
+
+
+def test_model_that_leaves_no_room_for_kv() -> None:
+    with pytest.raises(ConfigError, match="does not fit"):
+        simulate("llama-3.1-70b", "l4", input_tokens=8, output_tokens=8, offline=True)

@@ -1,0 +1,67 @@
+"""Prometheus text exposition: dcgm-exporter and vLLM scrapes (synthetic, in their formats)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tokenprobe.telemetry.prometheus_text import gpu_samples, parse_exposition, server_sample
+
+DATA = Path(__file__).parents[1] / "data" / "telemetry"
+
+
+def test_dcgm_exporter_scrape_becomes_one_sample_per_gpu_in_si_units():
+    gpu0, gpu1 = gpu_samples((DATA / "dcgm_exporter_scrape.txt").read_text(), t_s=12.5)
+    assert (gpu0.t_s, gpu0.gpu_index, gpu1.gpu_index) == (12.5, 0, 1)
+    assert gpu0.power_w == pytest.approx(412.345)
+    assert gpu0.energy_j == pytest.approx(8_123_456.789)  # mJ -> J
+    assert gpu0.gpu_util == pytest.approx(0.93)
+    assert gpu0.mem_util == pytest.approx(0.61)
+    assert gpu0.mem_used_bytes == 72150 * 2**20
+    assert gpu0.sm_clock_hz == pytest.approx(1.98e9)
+    assert gpu0.mem_clock_hz == pytest.approx(2.619e9)
+    assert gpu0.temp_c == 58
+    assert gpu0.pcie_tx_bytes_per_s == 123456789
+    assert gpu1.power_w == pytest.approx(655.5)
+    assert gpu1.sm_clock_hz == pytest.approx(1.755e9)
+    assert gpu1.gpu_util is None  # not in the scrape for GPU 1
+
+
+def test_exposition_parser_reads_labels_escapes_specials_and_timestamps():
+    text = (
+        "# TYPE x gauge\n"
+        'x{a="1",b="say \\"hi\\", ok",c="back\\\\slash"} 2.5 1700000000000\n'
+        "y +Inf\n"
+        "z NaN\n"
+        "bad line without a value\n"
+        'w{unterminated="1} 3\n'
+    )
+    result = parse_exposition(text)
+    x, y, z = result.metrics
+    assert x.labels == {"a": "1", "b": 'say "hi", ok', "c": "back\\slash"}
+    assert (x.value, x.timestamp_ms) == (2.5, 1700000000000)
+    assert y.value == math.inf and math.isnan(z.value)
+    assert result.skipped_lines == 2
+
+
+def test_vllm_metrics_give_the_servers_view():
+    sample = server_sample((DATA / "vllm_metrics.txt").read_text(), t_s=3.0)
+    assert sample.source == "vllm"
+    assert (sample.requests_running, sample.requests_waiting) == (24.0, 7.0)
+    assert sample.kv_cache_usage == pytest.approx(0.9312)
+    assert sample.preemptions_total == 3.0
+
+
+def test_llama_cpp_and_missing_figures():
+    text = "llamacpp:requests_processing 2\nllamacpp:requests_deferred 0\n"
+    sample = server_sample(text, t_s=0.0)
+    assert (sample.source, sample.requests_running, sample.requests_waiting) == ("llama.cpp", 2, 0)
+    assert sample.kv_cache_usage is None
+    assert sample.to_dict() == {
+        "t_s": 0.0,
+        "requests_running": 2.0,
+        "requests_waiting": 0.0,
+        "source": "llama.cpp",
+    }

@@ -1,0 +1,98 @@
+"""summarize(): hand-computed percentiles, failures excluded, throughput and goodput."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenprobe.errors import ConfigError
+from tokenprobe.metrics import SUMMARY_KEYS, latency_stats, summarize, timeline_energy_j
+from tokenprobe.records import RequestRecord, Run, TimelinePoint
+
+
+def _ok(
+    rid: str, sent: float, first: float, finish: float, out: int, inp: int = 100
+) -> RequestRecord:
+    step = (finish - first) / (out - 1) if out > 1 else 0.0
+    times = [first + i * step for i in range(out)]
+    return RequestRecord(
+        request_id=rid,
+        scheduled_s=sent,
+        sent_s=sent,
+        first_token_s=first,
+        finish_s=finish,
+        input_tokens=inp,
+        output_tokens=out,
+        token_times_s=times,
+        queue_s=0.0,
+    )
+
+
+def test_latency_stats_linear_interpolation() -> None:
+    # values 1..5: p50 = 3; p90 at rank 0.9*4 = 3.6 -> 4 + 0.6*(5-4) = 4.6; p99: 4.96
+    s = latency_stats([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert s == pytest.approx({"mean": 3.0, "p50": 3.0, "p90": 4.6, "p99": 4.96})
+    assert latency_stats([]) == {"mean": None, "p50": None, "p90": None, "p99": None}
+
+
+def _run() -> Run:
+    records = [
+        # ttft 0.1, tpot 0.01, e2e 0.2 (11 tokens)
+        _ok("a", sent=0.0, first=0.1, finish=0.2, out=11),
+        # ttft 0.3, tpot 0.02, e2e 0.5
+        _ok("b", sent=1.0, first=1.3, finish=1.5, out=11),
+        # ttft 0.5, one token: no TPOT, no ITL
+        _ok("c", sent=2.0, first=2.5, finish=2.5, out=1),
+        RequestRecord("d", 3.0, 3.0, None, None, 100, 0, error_kind="timeout"),
+        RequestRecord("e", 3.0, 3.0, 3.1, None, 100, 3, [3.1, 3.2, 3.3], error_kind="disconnect"),
+        RequestRecord("f", 3.5, 3.5, None, None, 100, 0, error_kind="timeout"),
+    ]
+    return Run(kind="measured", records=records, duration_s=5.0)
+
+
+def test_summary_shape_and_values() -> None:
+    s = summarize(_run())
+    assert tuple(s) == SUMMARY_KEYS
+    assert s["completed"] == 3 and s["failed"] == 3
+    assert s["errors"] == {"disconnect": 1, "timeout": 2}
+    # failed requests are out of the latency statistics
+    assert s["ttft_s"] == pytest.approx({"mean": 0.3, "p50": 0.3, "p90": 0.46, "p99": 0.496})
+    assert s["tpot_s"] == pytest.approx({"mean": 0.015, "p50": 0.015, "p90": 0.019, "p99": 0.0199})
+    assert s["e2e_s"]["p50"] == pytest.approx(0.5)
+    # ITL pooled: 10 gaps of 0.01 and 10 of 0.02
+    assert s["itl_s"]["mean"] == pytest.approx(0.015)
+    assert s["itl_s"]["p50"] == pytest.approx(0.015)
+    assert s["queue_s"]["mean"] == 0.0
+    assert s["duration_s"] == 5.0
+    assert s["requests_per_s"] == pytest.approx(3 / 5)
+    assert s["input_tokens"] == 300 and s["output_tokens"] == 23
+    assert s["output_tokens_per_s"] == pytest.approx(23 / 5)
+    assert s["total_tokens_per_s"] == pytest.approx(323 / 5)
+    assert s["goodput_requests_per_s"] is None
+
+
+def test_goodput_counts_requests_meeting_every_given_slo() -> None:
+    run = _run()
+    # TTFT <= 0.35 keeps a, b; TPOT <= 0.015 drops b; c (one token) meets any TPOT SLO
+    assert summarize(run, slo_ttft_s=0.35)["goodput_requests_per_s"] == pytest.approx(2 / 5)
+    assert summarize(run, slo_tpot_s=0.015)["goodput_requests_per_s"] == pytest.approx(2 / 5)
+    both = summarize(run, slo_ttft_s=0.35, slo_tpot_s=0.015)
+    assert both["goodput_requests_per_s"] == pytest.approx(1 / 5)
+    with pytest.raises(ConfigError, match="slo_ttft_s"):
+        summarize(run, slo_ttft_s=0.0)
+
+
+def test_duration_derived_from_records_when_unset() -> None:
+    run = _run()
+    run.duration_s = None
+    # first start 0.0; last end: e's last token 3.3 vs b's... c finishes 2.5, e ends 3.3, f sent 3.5
+    assert summarize(run)["duration_s"] == pytest.approx(3.5)
+    assert summarize(Run(kind="simulated"))["requests_per_s"] is None
+
+
+def test_timeline_energy_piecewise_constant() -> None:
+    tl = [
+        TimelinePoint(t_s=0.0, batch_size=0, kv_blocks_used=0, queue_len=0, power_w=100.0),
+        TimelinePoint(t_s=2.0, batch_size=4, kv_blocks_used=9, queue_len=0, power_w=400.0),
+    ]
+    assert timeline_energy_j(tl, end_s=3.0) == pytest.approx(100 * 2 + 400 * 1)
+    assert timeline_energy_j([], end_s=3.0) == 0.0
