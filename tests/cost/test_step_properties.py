@@ -115,3 +115,10 @@ def test_moe_touches_more_experts_as_batch_grows() -> None:
     one = step_cost(dep, BatchShape.decode(1, 512)).hbm_bytes
     many = step_cost(dep, BatchShape.decode(64, 512)).hbm_bytes
     assert many > 2 * one  # 2 of 8 experts at batch 1, nearly all 8 at batch 64
+
+
+def test_power_limit_at_or_below_idle_is_rejected() -> None:
+    from tokenprobe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="idle power"):
+        make_deployment("llama-3.1-8b", "h100-sxm", power_limit_w=1.0)

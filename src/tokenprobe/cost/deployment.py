@@ -47,8 +47,13 @@ class Deployment:
         _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel)
         if not self.cpu_offload_bytes >= 0:
             raise ConfigError("cpu_offload_bytes", self.cpu_offload_bytes, "bytes >= 0")
-        if self.power_limit_w is not None and not self.power_limit_w > 0:
-            raise ConfigError("power_limit_w", self.power_limit_w, "a positive number of watts")
+        if self.power_limit_w is not None and not self.power_limit_w > self.gpu.idle_w:
+            # a cap at or below idle power leaves nothing to run kernels with (nvidia-smi
+            # refuses limits below the board's minimum, which is well above idle)
+            raise ConfigError(
+                "power_limit_w", self.power_limit_w,
+                f"watts above the {self.gpu.name} idle power ({self.gpu.idle_w:.0f} W)",
+            )  # fmt: skip
 
     @property
     def num_gpus(self) -> int:

@@ -1,0 +1,232 @@
+"""`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in
+`vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
+summary (metrics.summarize plus the client's own figures) on stdout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from tokenprobe.cli.app import app, console, err_console, guarded, print_json
+from tokenprobe.errors import ConfigError
+from tokenprobe.loadgen import BenchConfig, bench_summary, run_bench, sweep_configs
+from tokenprobe.loadgen.importers import import_runs
+from tokenprobe.loadgen.selftest import run_self_test
+from tokenprobe.records import RequestRecord, Run, write_run
+from tokenprobe.units import MILLI, now_s
+
+SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
+EXIT_INTERRUPTED = 130
+
+
+def parse_sweep(text: str) -> tuple[str, list[float]]:
+    """`concurrency=1,2,4` or `rate=0.5,1,2` -> (BenchConfig field, values)."""
+    key, sep, values = text.partition("=")
+    field = SWEEP_FIELDS.get(key.strip())
+    try:
+        numbers = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        numbers = []
+    if not sep or field is None or not numbers:
+        raise ConfigError("sweep", text, "concurrency=1,2,4 or rate=0.5,1,2")
+    return field, numbers
+
+
+class Progress:
+    """Counts finished requests for the live display (called from the event loop)."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.output_tokens = 0
+        self.start_s = now_s()
+
+    def __call__(self, record: RequestRecord) -> None:
+        self.done += 1
+        if record.ok:
+            self.output_tokens += record.output_tokens
+        else:
+            self.errors += 1
+
+    def __rich__(self) -> Table:
+        elapsed = max(now_s() - self.start_s, 1e-9)
+        table = Table.grid(padding=(0, 2))
+        total = "?" if self.total is None else str(self.total)
+        table.add_row(
+            f"requests {self.done}/{total}",
+            f"errors {self.errors}",
+            f"{(self.done - self.errors) / elapsed:.2f} req/s",
+            f"{self.output_tokens / elapsed:.1f} output tok/s",
+            f"{elapsed:.1f} s",
+        )
+        return table
+
+
+def _run_one(config: BenchConfig, show_progress: bool) -> Run:
+    progress = Progress(config.num_requests)
+    if not show_progress:
+        return run_bench(config)
+    with Live(progress, console=err_console, refresh_per_second=4, transient=True):
+        return run_bench(config, progress)
+
+
+def _interrupted(out: str) -> typer.Exit:
+    err_console.print(f"interrupted: every finished request is kept in {out}/records.jsonl")
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
+@app.command("bench")
+def bench_cmd(
+    out: Annotated[str, typer.Option(help="Run folder: config.json, records.jsonl, summary")] = "",
+    url: Annotated[str, typer.Option(help="API base URL, e.g. http://127.0.0.1:8000/v1")] = "",
+    model: Annotated[str, typer.Option(help="Model name the server serves")] = "",
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
+    rate: Annotated[float | None, typer.Option(help="Open loop: requests per second")] = None,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of gaps; 1 = Poisson")] = 1.0,
+    max_concurrency: Annotated[int | None, typer.Option(help="Cap in flight (rate)")] = None,
+    sweep: Annotated[str | None, typer.Option(help="concurrency=1,2,4 or rate=1,2")] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
+    duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 128)")] = None,
+    dataset: Annotated[str | None, typer.Option(help="JSONL: prompt, output_tokens")] = None,
+    endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
+    timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s)")] = 600.0,
+    api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of prompts and arrivals")] = None,
+    ignore_eos: Annotated[bool, typer.Option(help="Ask for exactly max_tokens")] = True,
+    slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
+    slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
+    self_test: Annotated[
+        bool, typer.Option(help="Measure this client's ceiling (--duration-s per phase)")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
+    """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
+    if self_test:
+        figures = guarded(lambda: run_self_test(duration_s=duration_s or 3.0))
+        _print(figures, json_out, _render_self_test)
+        return
+
+    def make() -> list[BenchConfig]:
+        if not out:
+            raise ConfigError("out", out, "a run folder is required (--out RUN_DIR)")
+        base = BenchConfig(
+            url=url,
+            model=model,
+            # a sweep sets the mode per point; a placeholder keeps the base config valid
+            concurrency=1 if sweep and concurrency is None and rate is None else concurrency,
+            rate_per_s=rate,
+            burstiness=burstiness,
+            max_concurrency=max_concurrency,
+            num_requests=num_requests,
+            duration_s=duration_s,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            dataset=dataset,
+            endpoint=endpoint,  # type: ignore[arg-type]  # validated by BenchConfig
+            warmup=warmup,
+            timeout_s=timeout_s,
+            api_key_env=api_key_env,
+            out=out,
+            seed=seed,
+            ignore_eos=ignore_eos,
+        )
+        if sweep is None:
+            return [base]
+        field, values = parse_sweep(sweep)
+        return sweep_configs(base, field, values)
+
+    configs = guarded(make)
+    summaries: list[dict[str, Any]] = []
+    for config in configs:
+
+        def one(c: BenchConfig = config) -> Run:
+            return _run_one(c, show_progress=not json_out)
+
+        try:
+            run = guarded(one)
+        except KeyboardInterrupt:
+            raise _interrupted(config.out or out) from None
+        summary = bench_summary(run, slo_ttft_s, slo_tpot_s)
+        summaries.append({"out": config.out, **summary} if sweep else summary)
+        if not json_out:
+            _render_summary(summary, config.out or out)
+    if json_out:
+        print_json(summaries[0] if sweep is None else {"sweep": sweep, "points": summaries})
+
+
+@app.command("bench-import")
+def bench_import_cmd(
+    path: Annotated[str, typer.Argument(help="Result JSON of `vllm bench serve` or GuideLLM")],
+    out: Annotated[str, typer.Option(help="Run folder to write (one per benchmark)")],
+    source: Annotated[str, typer.Option("--from", help="vllm or guidellm")] = "vllm",
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
+    """Import another tool's results into tokenprobe run folders (kind "imported")."""
+
+    def run() -> list[tuple[str, dict[str, Any]]]:
+        runs = import_runs(Path(path), source)
+        written = []
+        for i, imported in enumerate(runs):
+            folder = out if len(runs) == 1 else str(Path(out) / f"benchmark_{i}")
+            summary = bench_summary(imported)
+            write_run(imported, folder, summary)
+            written.append((folder, summary))
+        return written
+
+    written = guarded(run)
+    if json_out:
+        print_json({"runs": [{"out": folder, **summary} for folder, summary in written]})
+        return
+    for folder, summary in written:
+        _render_summary(summary, folder)
+
+
+def _print(data: dict[str, Any], json_out: bool, render: Any) -> None:
+    if json_out:
+        print_json(data)
+    else:
+        render(data)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value / MILLI:.2f}"
+
+
+def _render_summary(s: dict[str, Any], out: str) -> None:
+    table = Table(title=f"Measured run ({out})")
+    for name in ("metric", "mean ms", "p50 ms", "p90 ms", "p99 ms"):
+        table.add_column(name, justify="right" if name != "metric" else "left")
+    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
+        st = s[key]
+        table.add_row(
+            key.removesuffix("_s").upper(), *(_ms(st[k]) for k in ("mean", "p50", "p90", "p99"))
+        )
+    lag = s["client"]["send_lag_s"]
+    table.add_row("send lag", *(_ms(lag[k]) for k in ("mean", "p50", "p90", "p99")))
+    console.print(table)
+    errors = ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "none"
+    rps, tps = s["requests_per_s"], s["output_tokens_per_s"]
+    console.print(
+        f"completed {s['completed']}, failed {s['failed']} ({errors}); "
+        f"{rps or 0:.2f} req/s, {tps or 0:.1f} output tok/s over {s['duration_s']:.2f} s; "
+        f"token counts from {s['client']['token_count_source'] or '-'}"
+    )
+
+
+def _render_self_test(f: dict[str, Any]) -> None:
+    console.print(
+        f"client ceiling against a trivial local stream server: "
+        f"{f['requests_per_s']:.0f} req/s, {f['streamed_tokens_per_s']:.0f} streamed tok/s "
+        f"(concurrency {f['concurrency']}); send lag at {f['lag_rate_per_s']:g} req/s: "
+        f"p50 {_ms(f['send_lag_p50_s'])} ms, p99 {_ms(f['send_lag_p99_s'])} ms; "
+        f"results near these figures are client-bound"
+    )

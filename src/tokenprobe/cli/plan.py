@@ -1,0 +1,130 @@
+"""`tokenprobe plan`: the cheapest deployments that meet latency SLOs for a request rate (P1)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.errors import ConfigError
+from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.units import fmt_s
+from tokenprobe.workload import load_workload
+
+DEFAULT_GPUS = "h100-sxm,h200,a100-sxm-80gb,l40s,b200"
+
+
+def _split(text: str, field: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigError(field, text, "a comma-separated list")
+    return items
+
+
+def _ints(text: str, field: str) -> list[int]:
+    try:
+        return [int(t) for t in _split(text, field)]
+    except ValueError:
+        raise ConfigError(field, text, "comma-separated integers, e.g. 1,2,4") from None
+
+
+def parse_prices(text: str | None) -> dict[str, float]:
+    """`h100-sxm=2.5,a100-sxm-80gb=1.6` -> {gpu: USD per GPU-hour}."""
+    if not text:
+        return {}
+    out: dict[str, float] = {}
+    for item in _split(text, "price_per_gpu_hour"):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError(item)
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ConfigError("price_per_gpu_hour", item, "gpu=USD, e.g. h100-sxm=2.5") from None
+    return out
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")],
+    rate: Annotated[float, typer.Option(help="Requests per second to serve")],
+    slo_ttft_p90: Annotated[float | None, typer.Option(help="p90 TTFT bound, seconds")] = None,
+    slo_tpot_p90: Annotated[float | None, typer.Option(help="p90 TPOT bound, seconds")] = None,
+    input_tokens: Annotated[int, typer.Option()] = 512,
+    output_tokens: Annotated[int, typer.Option()] = 256,
+    workload: Annotated[
+        str | None, typer.Option(help="Workload TOML/JSON: its length distributions are used")
+    ] = None,
+    gpus: Annotated[str, typer.Option(help="Comma-separated GPU names")] = DEFAULT_GPUS,
+    dtypes: Annotated[str, typer.Option(help="Comma-separated weight dtypes")] = "bf16,fp8",
+    tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
+    max_num_seqs: Annotated[str, typer.Option(help="Comma-separated engine batch caps")] = "256",
+    price_per_gpu_hour: Annotated[
+        str | None, typer.Option(help="USD per GPU-hour, e.g. h100-sxm=2.5,h200=3.5")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes (default: one per core)")] = None,
+    num_requests: Annotated[int, typer.Option(help="Requests per simulation")] = 300,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Search GPU x dtype x TP, check each with the simulator, print the cheapest that meet the
+    SLOs (or the nearest miss)."""
+
+    def build() -> PlanRequest:
+        if workload is not None:
+            wl = load_workload(workload)
+            in_len, out_len = wl.input_len, wl.output_len
+        else:
+            in_len, out_len = fixed_lengths(input_tokens, output_tokens)
+        cands = candidates(
+            _split(gpus, "gpus"), _split(dtypes, "dtypes"), _ints(tp, "tp"),
+            _ints(max_num_seqs, "max_num_seqs"),
+        )  # fmt: skip
+        return PlanRequest(
+            model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,
+            prices_per_gpu_hour=parse_prices(price_per_gpu_hour), num_requests=num_requests,
+        )  # fmt: skip
+
+    req = guarded(build)
+    if json_out:
+        result = guarded(lambda: plan(req, workers=workers))
+        print_json(result.to_dict())
+        return
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("simulating candidates", total=len(req.candidates))
+        result = guarded(
+            lambda: plan(req, workers=workers, progress=lambda i, n: bar.update(task, completed=i))
+        )
+    render_plan(result)
+
+
+def render_plan(p: Plan) -> None:
+    d: dict[str, Any] = p.to_dict()
+    if not d["feasible"]:
+        console.print(f"[bold red]{d['message']}[/]")
+        miss = d["nearest_miss"]
+        if miss:
+            console.print(
+                f"nearest miss: {miss['candidate']}: {miss['reason']} "
+                f"(x{miss['miss']:.2f} of the SLO)"
+            )
+        return
+    priced = d["feasible"][0]["cost_per_hour"] is not None
+    t = Table(title=f"Deployments for {d['rate_per_s']} requests/s of {d['model']}, cheapest first")
+    for col in ("deployment", "GPUs", "req/s per replica", "p90 TTFT", "p90 TPOT", "tok/s/GPU",
+                "kWh/M out", *(("$/h", "$/M in", "$/M out") if priced else ())):  # fmt: skip
+        t.add_column(col, justify="left" if col == "deployment" else "right")
+    for o in d["feasible"][:15]:
+        row = [o["candidate"], str(o["gpus"]), f"{o['rate_per_replica']:.2f}",
+               fmt_s(o["ttft_p90_s"]), fmt_s(o["tpot_p90_s"]),
+               f"{o['output_tokens_per_s_per_gpu']:.0f}",
+               f"{o['kwh_per_million_output_tokens']:.3f}"]  # fmt: skip
+        if priced:
+            row += [f"{o['cost_per_hour']:.2f}", f"{o['usd_per_million_input_tokens']:.3f}",
+                    f"{o['usd_per_million_output_tokens']:.3f}"]  # fmt: skip
+        t.add_row(*row)
+    console.print(t)
+    console.print("Pareto front (tokens/s per GPU vs interactivity): " + ", ".join(d["pareto"]))
+    console.print(f"{len(d['rejected'])} candidates ruled out (see --json for why).")

@@ -1,0 +1,36 @@
+"""The load generator: a streaming OpenAI-compatible client, closed/open-loop runner, datasets,
+importers of other tools' results, and a self-test against a trivial local stream server.
+
+Python API (the CLI `tokenprobe bench` is a thin layer over it):
+
+    from tokenprobe.loadgen import BenchConfig, run_bench
+    run = run_bench(BenchConfig(url="http://127.0.0.1:8080/v1", model="m", concurrency=4,
+                                num_requests=100, input_tokens=128, output_tokens=64, out="runs/x"))
+"""
+
+from __future__ import annotations
+
+from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
+from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.prompts import PromptItem, load_dataset
+from tokenprobe.loadgen.runner import (
+    bench_summary,
+    client_figures,
+    run_bench,
+    run_bench_async,
+    sweep_configs,
+)
+
+__all__ = [
+    "BenchConfig",
+    "PromptItem",
+    "RequestSpec",
+    "StreamClient",
+    "Target",
+    "bench_summary",
+    "client_figures",
+    "load_dataset",
+    "run_bench",
+    "run_bench_async",
+    "sweep_configs",
+]

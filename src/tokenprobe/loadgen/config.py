@@ -1,0 +1,141 @@
+"""BenchConfig: one measured run's settings, validated where they enter.
+
+Exactly one load mode: `concurrency` (closed loop: C requests in flight, the next sent when one
+ends) or `rate_per_s` (open loop: arrivals with gamma-distributed gaps of mean 1/rate; shape
+`burstiness` = 1 is Poisson, < 1 burstier, > 1 more regular; vLLM's `--burstiness`). Exactly one
+stop rule: `num_requests` or `duration_s`. Prompts: synthetic ones of exactly `input_tokens`
+tokens, or a JSONL `dataset`. The API key is read at run time from the environment variable
+named by `api_key_env`; only that name is ever written. `seed` None draws a fresh one per run
+(recorded in the run's config), so a rerun does not hit the server's prefix cache with the
+same prompts; give it to replay a schedule and prompts exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenprobe.errors import ConfigError
+from tokenprobe.loadgen.client import ENDPOINTS, Endpoint
+
+DEFAULT_OUTPUT_TOKENS = 128
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """Settings of one measured run (units in the names; see the module docstring)."""
+
+    url: str
+    model: str
+    concurrency: int | None = None
+    rate_per_s: float | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    num_requests: int | None = None
+    duration_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    dataset: str | None = None
+    endpoint: Endpoint = "completions"
+    warmup: int = 0
+    timeout_s: float = 600.0
+    api_key_env: str | None = None
+    out: str | None = None
+    seed: int | None = None
+    ignore_eos: bool = True
+    verify_input_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        _check_url(self.url)
+        if not self.model:
+            raise ConfigError("model", self.model, "the served model name is required")
+        _check_mode(self)
+        _check_stop(self)
+        _check_prompts(self)
+        if self.endpoint not in ENDPOINTS:
+            raise ConfigError("endpoint", self.endpoint, f"one of {', '.join(ENDPOINTS)}")
+        _positive_int("warmup", self.warmup, allow_zero=True)
+        _positive_float("timeout_s", self.timeout_s)
+        if self.seed is not None:
+            _positive_int("seed", self.seed, allow_zero=True)
+        if self.api_key_env is not None and not self.api_key_env:
+            raise ConfigError("api_key_env", self.api_key_env, "the name of an env variable")
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self.output_tokens if self.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
+
+    def api_key(self) -> str | None:
+        """The API key from the environment (never stored in the config or on disk)."""
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ConfigError("api_key_env", self.api_key_env, "that variable is unset or empty")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings for the run folder (holds the key's variable name, not the key)."""
+        return asdict(self)
+
+
+def _check_url(url: str) -> None:
+    if not url.startswith(("http://", "https://")) or len(url) < len("http://x"):
+        raise ConfigError("url", url, "an http(s) URL of the API, e.g. http://127.0.0.1:8000/v1")
+
+
+def _check_mode(cfg: BenchConfig) -> None:
+    if (cfg.concurrency is None) == (cfg.rate_per_s is None):
+        raise ConfigError(
+            "mode", (cfg.concurrency, cfg.rate_per_s), "give exactly one of concurrency, rate"
+        )
+    if cfg.concurrency is not None:
+        _positive_int("concurrency", cfg.concurrency)
+    if cfg.rate_per_s is not None:
+        _positive_float("rate_per_s", cfg.rate_per_s)
+    if not (math.isfinite(cfg.burstiness) and cfg.burstiness > 0):
+        raise ConfigError("burstiness", cfg.burstiness, "a positive number (1 = Poisson)")
+    if cfg.max_concurrency is not None:
+        _positive_int("max_concurrency", cfg.max_concurrency)
+
+
+def _check_stop(cfg: BenchConfig) -> None:
+    if (cfg.num_requests is None) == (cfg.duration_s is None):
+        raise ConfigError(
+            "stop",
+            (cfg.num_requests, cfg.duration_s),
+            "give exactly one of num_requests, duration_s",
+        )
+    if cfg.num_requests is not None:
+        _positive_int("num_requests", cfg.num_requests)
+    if cfg.duration_s is not None:
+        _positive_float("duration_s", cfg.duration_s)
+
+
+def _check_prompts(cfg: BenchConfig) -> None:
+    if cfg.dataset is not None and cfg.input_tokens is not None:
+        raise ConfigError("input_tokens", cfg.input_tokens, "not with a dataset (it has prompts)")
+    if cfg.dataset is None and cfg.input_tokens is None:
+        raise ConfigError("input_tokens", None, "give input_tokens (synthetic prompts) or dataset")
+    if cfg.input_tokens is not None:
+        _positive_int("input_tokens", cfg.input_tokens)
+    if cfg.output_tokens is not None:
+        _positive_int("output_tokens", cfg.output_tokens)
+    if cfg.dataset is not None and not Path(cfg.dataset).is_file():
+        raise ConfigError("dataset", cfg.dataset, "no such file")
+
+
+def _positive_int(name: str, value: int, allow_zero: bool = False) -> None:
+    low = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(name, value, f"an integer >= {low}")
+
+
+def _positive_float(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(name, value, "a positive number")
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(name, value, "a positive finite number")

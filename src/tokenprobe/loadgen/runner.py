@@ -1,0 +1,318 @@
+"""The runner: preflight, prompts, warm-up, then the closed or open loop, records written live.
+
+Order of a run (`run_bench_async`):
+1. preflight: one tiny streaming request; a server that is unreachable, answers 404/401 or does
+   not stream OpenAI chunks raises ServerError with one clear sentence (nothing is measured);
+2. prompts: synthetic ones fitted to the server's tokenizer, or the dataset (read and checked
+   before anything is sent);
+3. warm-up: `warmup` requests, not recorded;
+4. measurement, on a clock restarted at 0: closed loop (`concurrency` workers, each sends its
+   next request when its last one ends) or open loop (send at the arrival times, without waiting
+   for answers; `max_concurrency` optionally caps requests in flight, as vLLM's flag does);
+   each finished request is appended and flushed to records.jsonl as it arrives, so a killed
+   run keeps every finished request; Ctrl-C (cancellation) still writes summary.json.
+
+Send lag = sent_s - scheduled_s: how late the client sent each request (event-loop and
+connection overhead; in open loop with `max_concurrency`, also the wait for a free slot).
+With `duration_s`, no request is started after the duration; those in flight finish (each is
+bounded by timeout_s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import secrets
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from tokenprobe.errors import ServerError
+from tokenprobe.loadgen.arrivals import arrival_times_s
+from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
+from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.prompts import PromptItem, load_dataset, synthetic_prompts
+from tokenprobe.metrics import latency_stats, summarize
+from tokenprobe.records import RequestRecord, Run, RunWriter
+from tokenprobe.units import now_s, wall_s
+
+_T = TypeVar("_T")
+OnRecord = Callable[[RequestRecord], None]
+POOL_FOR_DURATION = 1024  # distinct synthetic prompts prepared for a closed-loop timed run
+MAX_POOL = 4096
+PREFLIGHT_TIMEOUT_S = 30.0
+SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
+
+
+def run_bench(config: BenchConfig, on_record: OnRecord | None = None) -> Run:
+    """Run one measurement (blocking); see `run_bench_async`."""
+    return run_blocking(run_bench_async(config, on_record))
+
+
+def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
+    """`asyncio.run(coro)`, without asyncio repr-ing the (possibly huge) result at the end."""
+    box: list[_T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    asyncio.run(main())
+    return box[0]
+
+
+async def run_bench_async(config: BenchConfig, on_record: OnRecord | None = None) -> Run:
+    """Measure the server of `config`; the Run's records are the measured requests only."""
+    target = Target(
+        base_url=config.url,
+        model=config.model,
+        endpoint=config.endpoint,
+        timeout_s=config.timeout_s,
+        api_key=config.api_key(),
+        ignore_eos=config.ignore_eos,
+    )
+    if config.seed is None:
+        config = replace(config, seed=secrets.randbits(31))
+    dataset = load_dataset(config.dataset) if config.dataset is not None else None
+    connections = config.concurrency or config.max_concurrency or 0
+    async with StreamClient(target, now_s(), max_connections=connections) as client:
+        await preflight(client)
+        pool, verified = await _prompt_pool(config, client, dataset)
+        warm, pool = _split_warmup(config, pool)
+        warmup_errors = await _warmup(config, client, warm)
+        run_config = {
+            **config.to_dict(),
+            "input_tokens_verified": verified,
+            "warmup_errors": warmup_errors,
+            "prompt_pool": len(pool),
+        }
+        return await _measure(config, client, pool, run_config, on_record)
+
+
+async def preflight(client: StreamClient) -> None:
+    """One tiny request; raise ServerError saying why when the server cannot be measured.
+
+    Its timeout is at least PREFLIGHT_TIMEOUT_S: it checks that the server answers at all, so a
+    deliberately tiny timeout_s (to count timeouts) still lets the run start.
+    """
+    timeout_s = max(client.target.timeout_s, PREFLIGHT_TIMEOUT_S)
+    record = await client.send(RequestSpec("preflight", "Hello", 1), 0.0, timeout_s=timeout_s)
+    if record.ok:
+        return
+    raise ServerError(_preflight_message(client.target, record))
+
+
+def _preflight_message(target: Target, record: RequestRecord) -> str:
+    kind, detail = record.error_kind or "", record.error_message or ""
+    url = target.url
+    if kind == "connect":
+        return f"cannot reach {url}: {detail}; is the server running and the URL right?"
+    if kind == "timeout":
+        return f"no answer from {url} within {max(target.timeout_s, PREFLIGHT_TIMEOUT_S):g} s"
+    if kind == "http_404":
+        return f"{url} answered 404 (is --url the API root, ending in /v1, and --model right?)"
+    if kind in ("http_401", "http_403"):
+        return f"{url} refused the request ({kind}); pass the key with --api-key-env VAR"
+    if kind == "malformed_stream":
+        return f"{url} is not an OpenAI-compatible streaming endpoint: {detail}"
+    return f"the first request to {url} failed ({kind}): {detail}"
+
+
+async def _prompt_pool(
+    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None
+) -> tuple[list[PromptItem], bool]:
+    if dataset is not None:
+        return dataset, False
+    assert config.input_tokens is not None
+    count = _pool_size(config) + config.warmup
+    tokenize = client.tokenize_prompt if config.verify_input_tokens else _no_tokenizer
+    assert config.seed is not None
+    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize)
+
+
+async def _no_tokenizer(text: str) -> int | None:
+    return None
+
+
+def _pool_size(config: BenchConfig) -> int:
+    if config.num_requests is not None:
+        return min(config.num_requests, MAX_POOL)
+    assert config.duration_s is not None
+    if config.rate_per_s is not None:
+        return min(math.ceil(config.rate_per_s * config.duration_s * 1.2) + 16, MAX_POOL)
+    return POOL_FOR_DURATION
+
+
+def _split_warmup(
+    config: BenchConfig, pool: list[PromptItem]
+) -> tuple[list[PromptItem], list[PromptItem]]:
+    """Warm-up prompts: their own synthetic prompts, or the dataset's first ones (cycled)."""
+    if config.dataset is None:
+        return pool[: config.warmup], pool[config.warmup :]
+    return [pool[i % len(pool)] for i in range(config.warmup)], pool
+
+
+def _spec(config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str) -> RequestSpec:
+    item = pool[index % len(pool)]
+    out = item.output_tokens if item.output_tokens is not None else config.max_output_tokens
+    return RequestSpec(f"{prefix}{index}", item.prompt, out, item.input_tokens)
+
+
+async def _warmup(config: BenchConfig, client: StreamClient, warm: list[PromptItem]) -> int:
+    """Send the warm-up requests (closed loop at the run's concurrency); return how many failed."""
+    if not warm:
+        return 0
+    failed = 0
+
+    def count(record: RequestRecord) -> None:
+        nonlocal failed
+        failed += 0 if record.ok else 1
+
+    width = config.concurrency or min(config.max_concurrency or 1, len(warm))
+    await _closed_loop(
+        client, lambda i: _spec(config, warm, i, "warmup-"), width, len(warm), None, count
+    )
+    return failed
+
+
+async def _measure(
+    config: BenchConfig,
+    client: StreamClient,
+    pool: list[PromptItem],
+    run_config: dict[str, Any],
+    on_record: OnRecord | None,
+) -> Run:
+    client.t0_s = now_s()
+    run = Run(kind="measured", config=run_config, wall_start_s=wall_s())
+    writer = RunWriter(config.out, "measured", run_config, run.wall_start_s) if config.out else None
+
+    def emit(record: RequestRecord) -> None:
+        run.records.append(record)
+        if writer is not None:
+            writer.add_record(record)
+        if on_record is not None:
+            on_record(record)
+
+    try:
+
+        def spec(i: int) -> RequestSpec:
+            return _spec(config, pool, i, "")
+
+        if config.concurrency is not None:
+            await _closed_loop(
+                client, spec, config.concurrency, config.num_requests, config.duration_s, emit
+            )
+        else:
+            await _open_loop(config, client, spec, emit)
+    finally:
+        run.duration_s = now_s() - client.t0_s
+        if writer is not None:
+            writer.close(bench_summary(run))
+    return run
+
+
+async def _closed_loop(
+    client: StreamClient,
+    spec: Callable[[int], RequestSpec],
+    concurrency: int,
+    num_requests: int | None,
+    duration_s: float | None,
+    emit: OnRecord,
+) -> None:
+    counter = itertools.count()
+    t0 = client.t0_s
+
+    async def worker() -> None:
+        while True:
+            now = now_s()
+            if duration_s is not None and now - t0 >= duration_s:
+                return
+            index = next(counter)
+            if num_requests is not None and index >= num_requests:
+                return
+            emit(await client.send(spec(index), now - t0))
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(concurrency):
+            group.create_task(worker())
+
+
+async def _open_loop(
+    config: BenchConfig, client: StreamClient, spec: Callable[[int], RequestSpec], emit: OnRecord
+) -> None:
+    assert config.rate_per_s is not None
+    rng = np.random.default_rng([config.seed or 0, 1])
+    times = arrival_times_s(
+        config.rate_per_s,
+        config.burstiness,
+        rng,
+        count=config.num_requests,
+        until_s=config.duration_s,
+    )
+    gate = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+
+    async def one(index: int, scheduled_s: float) -> None:
+        if gate is None:
+            emit(await client.send(spec(index), scheduled_s))
+            return
+        async with gate:
+            emit(await client.send(spec(index), scheduled_s))
+
+    t0 = client.t0_s
+    async with asyncio.TaskGroup() as group:
+        for index, scheduled_s in enumerate(times.tolist()):
+            await sleep_until(t0 + scheduled_s)
+            group.create_task(one(index, scheduled_s))
+
+
+async def sleep_until(t_abs_s: float) -> None:
+    """Return at `t_abs_s` on the one clock, within tens of µs when the loop is idle.
+
+    asyncio's timers wake through epoll, whose timeout is in whole milliseconds rounded up
+    (up to 1 ms late, 0.5 ms on average); so the last SPIN_S are spent yielding to the loop
+    (`sleep(0)`), which keeps serving every stream meanwhile, until the time has come.
+    """
+    delay_s = t_abs_s - now_s()
+    if delay_s > SPIN_S:
+        await asyncio.sleep(delay_s - SPIN_S)
+    while now_s() < t_abs_s:
+        await asyncio.sleep(0)
+
+
+def client_figures(run: Run) -> dict[str, Any]:
+    """The client's own figures: send lag (s) and where token counts came from."""
+    lags = [r.sent_s - r.scheduled_s for r in run.records]
+    sources: dict[str, int] = {}
+    for r in run.records:
+        if r.ok:
+            sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
+    return {
+        "send_lag_s": {**latency_stats(lags), "max": max(lags) if lags else None},
+        "token_count_source": dict(sorted(sources.items())),
+        "input_tokens_verified": run.config.get("input_tokens_verified"),
+        "warmup_errors": run.config.get("warmup_errors"),
+    }
+
+
+def bench_summary(
+    run: Run, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None
+) -> dict[str, Any]:
+    """`metrics.summarize(run)` plus the client's figures under "client"."""
+    return {**summarize(run, slo_ttft_s, slo_tpot_s), "client": client_figures(run)}
+
+
+def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> list[BenchConfig]:
+    """One config per sweep point (`field`: "concurrency" or "rate_per_s"), each in out/<point>."""
+    configs = []
+    for value in values:
+        if field == "concurrency":
+            changes: dict[str, Any] = {"concurrency": int(value), "rate_per_s": None}
+        else:
+            changes = {"rate_per_s": float(value), "concurrency": None}
+        point = f"{field}_{value:g}"
+        out = str(Path(config.out) / point) if config.out else None
+        configs.append(replace(config, out=out, **changes))
+    return configs

@@ -1,0 +1,291 @@
+"""Capacity planning from the request distribution under SLOs (P1).
+
+Search GPU type x precision x TP (x max_num_seqs); for each candidate:
+1. prune with the estimator (microseconds): the weights must fit with room for one request of the
+   longest length, and a lone request's TTFT and TPOT must already meet the SLOs (a loaded
+   server is never faster than an idle one);
+2. bisect the highest Poisson rate one replica sustains with simulated p90 TTFT and p90 TPOT
+   within the SLOs (`sim.capacity.max_rate_per_s`: the simulator, not token totals, because the
+   same tokens in a different request mix need different hardware: seed 003);
+3. replicas = ceil(rate / sustainable rate); GPUs = replicas x TP; cost = GPUs x price per
+   GPU-hour (or the GPU count when no price is given).
+
+Costs per million tokens split each replica's GPU-hours between input and output tokens by the
+prefill and decode energy shares the simulation measured at the sustainable rate (prefill work
+is charged to input tokens, decode work to output tokens, as the simulator's energy accounting
+does). The Pareto front is over (output tokens/s per GPU at the sustainable rate, interactivity
+= 1 / p90 TPOT). Candidates run in a process pool (one worker per core by default).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from tokenprobe.cost import Workload as StaticWorkload
+from tokenprobe.cost import estimate_deployment, make_deployment
+from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.sim import simulate
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.capacity import max_rate_per_s
+from tokenprobe.units import SECONDS_PER_HOUR
+from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
+
+SIM_REQUESTS = 300
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: str
+    weight_dtype: str
+    tp: int
+    max_num_seqs: int = 256
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu} {self.weight_dtype} tp{self.tp} seqs{self.max_num_seqs}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One candidate after pruning or simulation."""
+
+    candidate: Candidate
+    feasible: bool
+    reason: str
+    rate_per_replica: float = 0.0
+    replicas: int = 0
+    gpus: int = 0
+    ttft_p90_s: float | None = None
+    tpot_p90_s: float | None = None
+    output_tokens_per_s_per_gpu: float = 0.0
+    kwh_per_million_output_tokens: float | None = None
+    kwh_per_million_input_tokens: float | None = None
+    prefill_share: float = 0.0  # of the replica's energy, used to split costs
+    miss: float = math.inf  # how far a lone request is from the SLOs (1 = just meets)
+    cost_per_hour: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    usd_per_million_output_tokens: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["candidate"] = self.candidate.label
+        d["miss"] = None if math.isinf(self.miss) else self.miss
+        return d
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    model: str
+    rate_per_s: float
+    input_len: LengthDist
+    output_len: LengthDist
+    slo_ttft_p90_s: float | None
+    slo_tpot_p90_s: float | None
+    candidates: tuple[Candidate, ...]
+    prices_per_gpu_hour: dict[str, float] = field(default_factory=dict)
+    num_requests: int = SIM_REQUESTS
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_s > 0:
+            raise ConfigError("rate_per_s", self.rate_per_s, "a positive request rate")
+        if self.slo_ttft_p90_s is None and self.slo_tpot_p90_s is None:
+            raise ConfigError("slo", None, "give --slo-ttft-p90 and/or --slo-tpot-p90")
+        for name in ("slo_ttft_p90_s", "slo_tpot_p90_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(name, value, "a positive number of seconds")
+        if not self.candidates:
+            raise ConfigError("candidates", (), "at least one GPU x dtype x TP to try")
+        missing = {c.gpu for c in self.candidates} - set(self.prices_per_gpu_hour)
+        if self.prices_per_gpu_hour and missing:
+            raise ConfigError("price_per_gpu_hour", sorted(missing), "a price for every GPU")
+
+
+def _longest(dist: LengthDist) -> int:
+    if dist.kind == "fixed":
+        return dist.value
+    if dist.kind == "uniform":
+        return dist.high
+    if dist.kind == "empirical":
+        return max(dist.values)
+    return int(dist.mean + 3 * max(dist.std, dist.sigma * dist.mean))
+
+
+def _typical(dist: LengthDist) -> int:
+    if dist.kind == "fixed":
+        return dist.value
+    if dist.kind == "uniform":
+        return (dist.low + dist.high) // 2
+    if dist.kind == "empirical":
+        return sorted(dist.values)[len(dist.values) // 2]
+    return max(1, int(dist.mean))
+
+
+def _prune(req: PlanRequest, c: Candidate) -> Outcome | None:
+    """An Outcome when the estimator already rules the candidate out, else None."""
+    try:
+        dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+    except TokenprobeError as exc:
+        return Outcome(c, False, f"not runnable: {exc}")
+    isl, osl = _longest(req.input_len), _longest(req.output_len)
+    est = estimate_deployment(dep, StaticWorkload(isl, max(2, osl)), find_compute_bound=False)
+    if not est.memory.fits:
+        return Outcome(c, False, f"memory: {est.memory.reason}")
+    ratios = []
+    if req.slo_ttft_p90_s is not None:
+        ratios.append(est.ttft_s / req.slo_ttft_p90_s)
+    if req.slo_tpot_p90_s is not None:
+        ratios.append(est.tpot_s / req.slo_tpot_p90_s)
+    miss = max(ratios)
+    if miss > 1:
+        return Outcome(c, False, "even a lone request misses the SLOs", miss=miss)
+    return None
+
+
+def evaluate(req: PlanRequest, c: Candidate) -> Outcome:
+    """Prune, then find the sustainable rate of one replica by simulation."""
+    pruned = _prune(req, c)
+    if pruned is not None:
+        return pruned
+    dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+    config = SchedulerConfig(max_num_seqs=c.max_num_seqs)
+    cap = max_rate_per_s(
+        dep, req.input_len, req.output_len, slo_ttft_s=req.slo_ttft_p90_s,
+        slo_tpot_s=req.slo_tpot_p90_s, config=config, num_requests=req.num_requests,
+        seed=req.seed,
+    )  # fmt: skip
+    if cap.max_rate_per_s <= 0:
+        return Outcome(c, False, "no load meets the SLOs in simulation", miss=1.0)
+    replicas = math.ceil(req.rate_per_s / cap.max_rate_per_s)
+    at_rate = simulate(
+        deployment=dep,
+        workload=Workload(Arrival("poisson", rate_per_s=cap.max_rate_per_s), req.input_len,
+                          req.output_len, num_requests=req.num_requests),
+        config=config, seed=req.seed,
+    ).to_dict()  # fmt: skip
+    energy = at_rate["energy"]
+    total_j = (energy.get("prefill_j") or 0.0) + (energy.get("decode_j") or 0.0)
+    share = (energy.get("prefill_j") or 0.0) / total_j if total_j else 0.0
+    return Outcome(
+        c, True, "meets the SLOs", rate_per_replica=cap.max_rate_per_s, replicas=replicas,
+        gpus=replicas * dep.num_gpus, ttft_p90_s=cap.ttft_p90_s, tpot_p90_s=cap.tpot_p90_s,
+        output_tokens_per_s_per_gpu=float(at_rate["output_tokens_per_s"] or 0.0) / dep.num_gpus,
+        kwh_per_million_output_tokens=energy.get("kwh_per_million_output_tokens"),
+        kwh_per_million_input_tokens=energy.get("kwh_per_million_input_tokens"),
+        prefill_share=share, miss=1.0,
+    )  # fmt: skip
+
+
+def _priced(req: PlanRequest, o: Outcome) -> Outcome:
+    if not o.feasible:
+        return o
+    price = req.prices_per_gpu_hour.get(o.candidate.gpu)
+    if price is None:
+        return o
+    per_hour = o.gpus * price
+    per_replica_s = per_hour / SECONDS_PER_HOUR / o.replicas
+    in_tps = o.rate_per_replica * _typical(req.input_len)
+    out_tps = o.rate_per_replica * _typical(req.output_len)
+    return replace(
+        o, cost_per_hour=per_hour,
+        usd_per_million_input_tokens=per_replica_s * o.prefill_share / in_tps * 1e6,
+        usd_per_million_output_tokens=per_replica_s * (1 - o.prefill_share) / out_tps * 1e6,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    outcomes: list[Outcome]
+
+    @property
+    def feasible(self) -> list[Outcome]:
+        key: Callable[[Outcome], tuple[float, float]] = lambda o: (  # noqa: E731
+            o.cost_per_hour if o.cost_per_hour is not None else float(o.gpus),
+            -o.output_tokens_per_s_per_gpu,
+        )
+        return sorted((o for o in self.outcomes if o.feasible), key=key)
+
+    @property
+    def nearest_miss(self) -> Outcome | None:
+        misses = [o for o in self.outcomes if not o.feasible and not math.isinf(o.miss)]
+        return min(misses, key=lambda o: o.miss) if misses else None
+
+    def pareto(self) -> list[Outcome]:
+        """Feasible candidates not beaten on both tokens/s per GPU and 1 / p90 TPOT."""
+        pts = [o for o in self.outcomes if o.feasible and o.tpot_p90_s]
+        front = []
+        for o in pts:
+            assert o.tpot_p90_s is not None
+            dominated = any(
+                p.output_tokens_per_s_per_gpu >= o.output_tokens_per_s_per_gpu
+                and p.tpot_p90_s is not None
+                and p.tpot_p90_s <= o.tpot_p90_s
+                and (p.output_tokens_per_s_per_gpu, p.tpot_p90_s)
+                != (o.output_tokens_per_s_per_gpu, o.tpot_p90_s)
+                for p in pts
+            )
+            if not dominated:
+                front.append(o)
+        return sorted(front, key=lambda o: -o.output_tokens_per_s_per_gpu)
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.feasible
+        miss = self.nearest_miss
+        return {
+            "model": self.request.model,
+            "rate_per_s": self.request.rate_per_s,
+            "slo_ttft_p90_s": self.request.slo_ttft_p90_s,
+            "slo_tpot_p90_s": self.request.slo_tpot_p90_s,
+            "feasible": [o.to_dict() for o in best],
+            "best": best[0].to_dict() if best else None,
+            "message": None if best else "no deployment meets these SLOs",
+            "nearest_miss": None if best or miss is None else miss.to_dict(),
+            "pareto": [o.candidate.label for o in self.pareto()],
+            "rejected": [o.to_dict() for o in self.outcomes if not o.feasible],
+        }
+
+
+def candidates(
+    gpus: Iterable[str], dtypes: Iterable[str], tps: Iterable[int], max_num_seqs: Iterable[int]
+) -> tuple[Candidate, ...]:
+    return tuple(
+        Candidate(g, d, t, s) for g in gpus for d in dtypes for t in tps for s in max_num_seqs
+    )
+
+
+def _evaluate_one(args: tuple[PlanRequest, Candidate]) -> Outcome:
+    return evaluate(*args)
+
+
+def plan(
+    req: PlanRequest,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Plan:
+    """Evaluate every candidate (in a process pool when workers > 1) and rank the feasible."""
+    todo: Sequence[Candidate] = req.candidates
+    n_workers = workers if workers is not None else (os.cpu_count() or 1)
+    results: list[Outcome] = []
+    if n_workers <= 1 or len(todo) == 1:
+        for i, c in enumerate(todo):
+            results.append(evaluate(req, c))
+            if progress:
+                progress(i + 1, len(todo))
+    else:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            for i, outcome in enumerate(pool.map(_evaluate_one, [(req, c) for c in todo])):
+                results.append(outcome)
+                if progress:
+                    progress(i + 1, len(todo))
+    return Plan(req, [_priced(req, o) for o in results])
+
+
+def fixed_lengths(input_tokens: int, output_tokens: int) -> tuple[LengthDist, LengthDist]:
+    return fixed(input_tokens, "input_tokens"), fixed(output_tokens, "output_tokens")

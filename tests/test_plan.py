@@ -1,0 +1,84 @@
+"""Capacity planning (P1): feasible plans really meet the SLOs; bad input is one message."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from tokenprobe.cli import app
+from tokenprobe.cost import make_deployment
+from tokenprobe.errors import ConfigError
+from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.sim import simulate
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.workload import Arrival, Workload
+
+IN, OUT = fixed_lengths(256, 128)
+
+
+def _req(gpus: list[str], rate: float = 8.0, tpot: float = 0.04, **kw: object) -> PlanRequest:
+    return PlanRequest(
+        "llama-3.1-8b", rate, IN, OUT, 1.5, tpot,
+        candidates(gpus, ["bf16"], [1], [256]), num_requests=150, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_planned_replica_meets_the_slos_when_simulated_at_its_rate() -> None:
+    req = _req(["h100-sxm", "l40s"])
+    result = plan(req, workers=1)
+    assert result.feasible
+    for o in result.feasible:
+        c = o.candidate
+        dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+        check = simulate(
+            deployment=dep,
+            workload=Workload(Arrival("poisson", rate_per_s=req.rate_per_s / o.replicas), IN,
+                              OUT, num_requests=150),
+            config=SchedulerConfig(max_num_seqs=c.max_num_seqs),
+            seed=req.seed,
+        ).to_dict()  # fmt: skip
+        assert check["ttft_s"]["p90"] <= req.slo_ttft_p90_s  # type: ignore[operator]
+        assert check["tpot_s"]["p90"] <= req.slo_tpot_p90_s  # type: ignore[operator]
+        assert o.gpus == math.ceil(req.rate_per_s / o.rate_per_replica) * c.tp
+
+
+def test_more_gpu_types_never_raise_the_cost_floor() -> None:
+    prices = {"h100-sxm": 3.0, "l40s": 1.2, "a100-sxm-80gb": 1.8}
+    few = plan(_req(["h100-sxm"], prices_per_gpu_hour=prices), workers=1)
+    more = plan(_req(["h100-sxm", "l40s", "a100-sxm-80gb"], prices_per_gpu_hour=prices), workers=1)
+    assert few.feasible and more.feasible
+    assert more.feasible[0].cost_per_hour <= few.feasible[0].cost_per_hour  # type: ignore[operator]
+
+
+def test_impossible_slos_name_the_nearest_miss() -> None:
+    result = plan(_req(["h100-sxm", "l4"], tpot=0.001), workers=1)
+    d = result.to_dict()
+    assert d["feasible"] == [] and d["message"] == "no deployment meets these SLOs"
+    assert d["nearest_miss"]["candidate"].startswith("h100-sxm")  # the faster GPU misses least
+    assert d["nearest_miss"]["miss"] > 1
+
+
+def test_contradictory_or_missing_options() -> None:
+    with pytest.raises(ConfigError, match="slo"):
+        PlanRequest("llama-3.1-8b", 1.0, IN, OUT, None, None, candidates(["l4"], ["bf16"], [1],
+                                                                      [256]))  # fmt: skip
+    with pytest.raises(ConfigError, match="rate"):
+        _req(["l4"], rate=0)
+    with pytest.raises(ConfigError, match="price"):
+        _req(["l4", "h100-sxm"], prices_per_gpu_hour={"l4": 1.0})
+
+
+def test_plan_cli_json_and_bad_input() -> None:
+    runner = CliRunner()
+    base = ["plan", "--model", "llama-3.1-8b", "--rate", "4", "--slo-tpot-p90", "0.05",
+            "--gpus", "h100-sxm", "--dtypes", "bf16", "--tp", "1", "--num-requests", "100",
+            "--workers", "1"]  # fmt: skip
+    out = runner.invoke(app, [*base, "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    assert d["best"]["gpus"] == 1
+    bad = runner.invoke(app, [*base[:-2], "--tp", "x"])
+    assert bad.exit_code == 2 and "tp" in bad.output and "Traceback" not in bad.output
