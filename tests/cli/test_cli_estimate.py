@@ -78,3 +78,15 @@ def test_user_hardware_file_is_accepted_as_gpu() -> None:
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["tpot_s"] > 0
+
+
+def test_a_calibrated_profile_changes_the_estimate() -> None:
+    base = ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--json"]
+    plain = json.loads(runner.invoke(app, base).stdout)
+    tuned = runner.invoke(app, [*base, "--profile", "vllm-2024"])
+    assert tuned.exit_code == 0, tuned.output
+    d = json.loads(tuned.stdout)
+    assert d["efficiency"] != plain["efficiency"]
+    assert d["tpot_s"] != plain["tpot_s"]
+    bad = runner.invoke(app, [*base, "--profile", "nosuch"])
+    assert bad.exit_code == 2 and "vllm" in bad.output

@@ -6,6 +6,7 @@ Each sub-command lives in its own module and registers itself on `app`.
 from __future__ import annotations
 
 from tokenprobe.cli import bench as _bench  # noqa: F401  (registers commands)
+from tokenprobe.cli import calibrate as _calibrate  # noqa: F401
 from tokenprobe.cli import catalog as _catalog  # noqa: F401
 from tokenprobe.cli import compare as _compare  # noqa: F401
 from tokenprobe.cli import estimate as _estimate  # noqa: F401

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, console, guarded, print_json
-from tokenprobe.cost import Estimate, estimate
+from tokenprobe.cost import Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
 from tokenprobe.units import GIGA, fmt_bytes, fmt_s, fmt_si
 
@@ -64,6 +65,10 @@ def estimate_cmd(
     cpu_offload_gb: Annotated[
         float, typer.Option(help="Weights per GPU kept in host memory, GB (vLLM --cpu-offload-gb)")
     ] = 0.0,
+    profile: Annotated[
+        str | None,
+        typer.Option(help="Calibrated engine profile: vllm, vllm-2024, tensorrt-llm or a TOML"),
+    ] = None,
     efficiency: Annotated[
         list[str] | None,
         typer.Option(help="Override an efficiency parameter, e.g. --efficiency memory=0.85"),
@@ -74,6 +79,12 @@ def estimate_cmd(
     """Estimate TTFT, TPOT, throughput, memory and energy of one request shape."""
 
     def run() -> Estimate:
+        overrides = parse_overrides(efficiency or [], "efficiency")
+        eff: dict[str, float] | Efficiency = overrides
+        power = None
+        if profile is not None:
+            p = load_profile(profile)
+            eff, power = p.efficiency.with_overrides(overrides), p.power
         return estimate(
             model,
             gpu,
@@ -87,7 +98,8 @@ def estimate_cmd(
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,
             kv_dtype=kv_dtype,
-            efficiency=parse_overrides(efficiency or [], "efficiency"),
+            efficiency=eff,
+            power=power,
             power_limit_w=power_limit_w,
             gpu_memory_utilization=gpu_memory_utilization,
             pue=pue,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokenprobe.cost.deployment import make_deployment
-from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY
-from tokenprobe.cost.energy import EnergyPrices
+from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tokenprobe.cost.energy import EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
 from tokenprobe.cost.host import HostModel
 from tokenprobe.cost.memory import MemoryBudget
@@ -42,7 +42,8 @@ def estimate(
     weight_dtype: str = "bf16",
     act_dtype: str | None = None,
     kv_dtype: str | None = None,
-    efficiency: dict[str, float] | None = None,
+    efficiency: dict[str, float] | Efficiency | None = None,
+    power: PowerModel | None = None,
     power_limit_w: float | None = None,
     gpu_memory_utilization: float = 0.9,
     pue: float = 1.0,
@@ -55,7 +56,11 @@ def estimate(
     tls: bool = False,
     cpu_offload_bytes: float = 0.0,
 ) -> Estimate:
-    """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output."""
+    """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
+
+    `efficiency` is either overrides of the defaults ({"memory": 0.85}) or a whole Efficiency
+    (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
+    `power` the profile's PowerModel."""
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
     dep = make_deployment(
         model,
@@ -66,7 +71,10 @@ def estimate(
         weight_dtype=weight_dtype,
         act_dtype=act_dtype,
         kv_dtype=kv_dtype,
-        efficiency=DEFAULT_EFFICIENCY.with_overrides(efficiency or {}),
+        efficiency=efficiency
+        if isinstance(efficiency, Efficiency)
+        else DEFAULT_EFFICIENCY.with_overrides(efficiency or {}),
+        power=power,
         power_limit_w=power_limit_w,
         cpu_offload_bytes=cpu_offload_bytes,
     )

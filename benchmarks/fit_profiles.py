@@ -1,0 +1,82 @@
+"""Fit the shipped engine profiles (src/tokenprobe/calibrate/profiles/*.toml) on shared/validation.
+
+One profile per engine and era the data separates (see calibrate/observations.py):
+- `tensorrt-llm`: fitted on Argonne's TensorRT-LLM 0.11/0.12 static batches (all_results, ttft,
+  power); held out: the TensorRT-LLM v0.9 perf-overview tables (another version, FP8 on
+  H100/H200, another benchmark tool), the v0.14 max-throughput tables (in-flight batching, run
+  through the simulator), Argonne's parallelism and quantization tables.
+- `vllm-2024`: vLLM 0.5/0.6 as Argonne ran it (all_results, ttft, power); held out: Argonne's
+  quantization table (FP8 weights/KV).
+- `vllm`: vLLM 0.11 (ML.ENERGY v3 steady state); one table, so every third run (model x GPU
+  count series) is held out.
+No SGLang measurements are in shared/validation, so no SGLang profile is shipped.
+
+Each profile records its parameters and its error before/after on the fitted and held-out sets.
+Prints a table, then one JSON line.  Usage: python benchmarks/fit_profiles.py [--validation-dir D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tokenprobe.calibrate import calibrate, load_csv, save_profile
+from tokenprobe.calibrate.observations import LoadResult
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = ROOT.parent / "shared" / "validation"
+OUT_DIR = ROOT / "src" / "tokenprobe" / "calibrate" / "profiles"
+CSVS = (
+    "argonne_llm_inference_bench.csv",
+    "trtllm_v0.9.0_static_batch.csv",
+    "mlenergy_leaderboard_v3_h100.csv",
+    "trtllm_v0.14_throughput.csv",
+)
+PROFILES = {
+    "tensorrt-llm": {
+        "holdout": ["trtllm_v0.9", "trtllm_v0.14", "argonne_parallelism", "argonne_quant"],
+        "version": "0.11-0.12 (Argonne); held out: 0.9",
+    },
+    "vllm-2024": {"holdout": ["argonne_quant"], "version": "0.5-0.6 (2024)"},
+    "vllm": {"holdout": [], "version": "0.11.1"},
+}
+NOTES = "fitted by benchmarks/fit_profiles.py on shared/validation"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--validation-dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    args = parser.parse_args(argv)
+    if not args.validation_dir.is_dir():
+        print(f"validation dir not found: {args.validation_dir}", file=sys.stderr)
+        return 2
+    data = LoadResult()
+    for name in CSVS:
+        data.extend(load_csv(args.validation_dir / name))
+    summary = []
+    for engine, spec in PROFILES.items():
+        t0 = time.perf_counter()
+        cal = calibrate(data.rows, engine=engine, holdout=spec["holdout"])
+        profile = cal.profile(engine, str(spec["version"]), NOTES)
+        save_profile(profile, args.out_dir / f"{engine}.toml")
+        print(
+            f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
+            f"{time.perf_counter() - t0:.0f} s, {cal.fit.evaluations} evaluations"
+        )
+        print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
+        for e in profile.errors:
+            print(
+                f"  {e.set:9} {e.source:22} {e.metric:24} {e.rows:5d} "
+                f"{e.mdape_before_pct:6.1f}% -> {e.mdape_after_pct:6.1f}%"
+            )
+        summary.append({"engine": engine, **cal.to_dict()})
+    print(json.dumps({"benchmark": "fit_profiles", "profiles": summary}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

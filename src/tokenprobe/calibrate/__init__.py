@@ -1,0 +1,62 @@
+"""Calibration (requirements M4, M5): fit the cost model's efficiency parameters to measurements.
+
+- `observations`: measured rows and their predicted metrics; field parsers;
+- `sources`: validation-schema CSVs (and the profiler's CSV) -> rows, one mapper per source;
+- `runs`: rows from run folders (`tokenprobe profile`, simulated/measured serving runs);
+- `fit`: a bounded, robust Levenberg-Marquardt fit of named `Efficiency`/`PowerModel` fields;
+- `calibration`: hold-out split by run/source and error before/after on both sets;
+- `profile`: the TOML profile format and the shipped engine profiles (`load_profile`);
+- `profiler`: the PyTorch GPU profiler behind `tokenprobe profile` (torch optional).
+"""
+
+from __future__ import annotations
+
+from tokenprobe.calibrate.calibration import Calibration, calibrate, engines, split
+from tokenprobe.calibrate.fit import BOUNDS, FitResult, GroupError, Params, fit, summarize
+from tokenprobe.calibrate.observations import (
+    LoadResult,
+    Observation,
+    Row,
+    engine_name,
+    observe,
+)
+from tokenprobe.calibrate.profile import (
+    FitError,
+    Profile,
+    dumps_profile,
+    load_profile,
+    parse_profile,
+    save_profile,
+    shipped_profiles,
+)
+from tokenprobe.calibrate.runs import load_inputs, rows_from_run
+from tokenprobe.calibrate.sources import load_csv, load_rows
+
+__all__ = [
+    "BOUNDS",
+    "Calibration",
+    "FitError",
+    "FitResult",
+    "GroupError",
+    "LoadResult",
+    "Observation",
+    "Params",
+    "Profile",
+    "Row",
+    "calibrate",
+    "dumps_profile",
+    "engine_name",
+    "engines",
+    "fit",
+    "load_csv",
+    "load_inputs",
+    "load_profile",
+    "load_rows",
+    "observe",
+    "parse_profile",
+    "rows_from_run",
+    "save_profile",
+    "shipped_profiles",
+    "split",
+    "summarize",
+]

@@ -1,0 +1,156 @@
+"""Calibrate: split rows by run or source, fit on one part, report error before/after on both.
+
+Hold-out is by source table or by run (one measured configuration series), never by row: rows of
+one run share their deployment and most of their error, so a row-level split would grade the fit
+on rows it has in effect seen. `--holdout PATTERN` holds back every row whose source or run key
+matches (fnmatch, or equality); with no pattern every third run (in sorted order) is held back,
+so a calibration always shows an out-of-sample figure when there is more than one run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenprobe.calibrate.fit import (
+    DEFAULT_PARAMETERS,
+    FitResult,
+    GroupError,
+    Params,
+    fit_staged,
+    subsample,
+    summarize,
+)
+from tokenprobe.calibrate.observations import Row, observe
+from tokenprobe.calibrate.profile import FitError, Profile
+from tokenprobe.errors import ConfigError
+
+DEFAULT_FIT_ROWS_PER_SOURCE = 120
+
+
+def _matches(row: Row, pattern: str) -> bool:
+    return any(key == pattern or fnmatch.fnmatchcase(key, pattern) for key in (row.source, row.run))
+
+
+def split(rows: Sequence[Row], holdout: Sequence[str] = ()) -> tuple[list[Row], list[Row]]:
+    """(fitted, held_out) by source/run patterns; default: every third run held back."""
+    if holdout:
+        held = [r for r in rows if any(_matches(r, p) for p in holdout)]
+    else:
+        runs = sorted({r.run for r in rows})
+        held_runs = {run for i, run in enumerate(runs) if i % 3 == 2}
+        held = [r for r in rows if r.run in held_runs]
+    held_ids = {id(r) for r in held}
+    return [r for r in rows if id(r) not in held_ids], held
+
+
+def engines(rows: Sequence[Row]) -> list[str]:
+    return sorted({r.engine for r in rows})
+
+
+def select_engine(rows: Sequence[Row], engine: str | None) -> tuple[str, list[Row]]:
+    """The rows of one engine: `engine`, or the only one present."""
+    found = engines(rows)
+    if engine is None:
+        if len(found) != 1:
+            raise ConfigError(
+                "engine", None, f"the inputs hold several engines, pick one of: {', '.join(found)}"
+            )
+        engine = found[0]
+    chosen = [r for r in rows if r.engine == engine]
+    if not chosen:
+        raise ConfigError("engine", engine, f"no usable rows; engines present: {', '.join(found)}")
+    return engine, chosen
+
+
+@dataclass
+class Calibration:
+    engine: str
+    fit: FitResult
+    fitted_before: list[GroupError]
+    fitted_after: list[GroupError]
+    held_before: list[GroupError]
+    held_after: list[GroupError]
+    fitted_rows: int
+    held_rows: int
+
+    def errors(self) -> list[FitError]:
+        out = []
+        for name, before, after in (
+            ("fitted", self.fitted_before, self.fitted_after),
+            ("held_out", self.held_before, self.held_after),
+        ):
+            for b, a in zip(before, after, strict=True):
+                out.append(
+                    FitError(
+                        name,
+                        b.source,
+                        b.metric,
+                        b.rows,
+                        round(100 * b.mdape, 2),
+                        round(100 * a.mdape, 2),
+                    )
+                )
+        return out
+
+    def profile(self, name: str | None = None, version: str = "", notes: str = "") -> Profile:
+        sources = sorted({e.source for e in self.errors() if e.set == "fitted"})
+        return Profile(
+            name=name or self.engine,
+            version=version,
+            fitted_on=tuple(sources),
+            notes=notes,
+            efficiency=self.fit.params.efficiency,
+            power=self.fit.params.power,
+            parameters=tuple(self.fit.fitted),
+            errors=tuple(self.errors()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        f = self.fit
+        return {
+            "engine": self.engine,
+            "fitted_rows": self.fitted_rows,
+            "held_out_rows": self.held_rows,
+            "parameters": {k: {"start": f.start.get(k), "fitted": v} for k, v in f.values.items()},
+            "not_identifiable": f.not_identifiable,
+            "objective": {"start": f.objective_start, "end": f.objective_end},
+            "iterations": f.iterations,
+            "evaluations": f.evaluations,
+            "errors": [e.__dict__ for e in self.errors()],
+        }
+
+
+def calibrate(
+    rows: Sequence[Row],
+    *,
+    holdout: Sequence[str] = (),
+    parameters: Sequence[str] = DEFAULT_PARAMETERS,
+    start: Params | None = None,
+    engine: str | None = None,
+    fit_rows_per_source: int = DEFAULT_FIT_ROWS_PER_SOURCE,
+) -> Calibration:
+    """Fit one engine's parameters on the non-held-out rows; errors on both sets, before/after."""
+    name, chosen = select_engine(rows, engine)
+    fitted, held = split(chosen, holdout)
+    if not fitted:
+        raise ConfigError("holdout", list(holdout), "holds back every row: nothing left to fit")
+    start = start or Params()
+    result = fit_staged(subsample(fitted, fit_rows_per_source), parameters, start)
+    p = result.params
+
+    def errs(rs: list[Row], q: Params) -> list[GroupError]:
+        return summarize(observe(rs, q.efficiency, q.power))
+
+    return Calibration(
+        engine=name,
+        fit=result,
+        fitted_before=errs(fitted, start),
+        fitted_after=errs(fitted, p),
+        held_before=errs(held, start),
+        held_after=errs(held, p),
+        fitted_rows=len(fitted),
+        held_rows=len(held),
+    )

@@ -1,0 +1,363 @@
+"""Fit the cost model's efficiency and power parameters to measured rows (requirement M5).
+
+What is fitted is physics, a handful of named parameters (`Efficiency` and `PowerModel` fields,
+each within bounds), never a per-row correction. The objective, over the rows' observations i:
+
+    minimise  Σ_i w_i · ρ(log(predicted_i / measured_i))  +  λ² · Σ_k (z_k − z_k,start)²
+
+- log ratio: a 20 % overshoot and a 1/1.2 undershoot cost the same, and metrics of any unit mix;
+- ρ is the soft-L1 (pseudo-Huber) loss with scale 10 %, so a few rows the model cannot represent
+  (an unmodelled kernel, a mislabelled GPU) do not drag the parameters: quadratic below ~10 %,
+  linear above (Charbonnier et al. 1994; scipy.optimize.least_squares' `soft_l1`);
+- w_i = 1 / (rows of its (source, metric) group): each measured table and metric counts once,
+  whatever its row count; energy per token is a product of fitted quantities (power x time) and
+  is reported, not fitted (DERIVED_METRICS);
+- z_k is parameter k mapped to the real line by a logit between its bounds; the small ridge λ
+  keeps parameters the data barely sees at their start values (no drift into a bound on noise).
+
+The minimiser is Levenberg-Marquardt (Marquardt 1963) on those residuals with a forward-difference
+Jacobian in z; a step is taken only if it lowers the objective, so the fitted error can never end
+above where it started (the data term starts with a zero ridge term). Parameters to which no
+observation is sensitive are left at their start value and reported as not identifiable.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tokenprobe.calibrate.observations import Observation, Row, observe
+from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import MICRO, MILLI
+
+FloatArray = npt.NDArray[np.float64]
+
+POWER_PREFIX = "power."
+BOUNDS: dict[str, tuple[float, float]] = {
+    "compute_prefill": (0.3, 1.0),
+    "compute_decode": (0.25, 1.0),
+    "memory": (0.3, 0.98),
+    "attention_memory": (0.2, 1.0),
+    "moe_memory": (0.2, 1.0),
+    "link": (0.2, 1.0),
+    "kernel_overhead_s": (0.0, 40 * MICRO),
+    "step_overhead_s": (0.0, 30 * MILLI),
+    "power.compute_activity": (0.02, 2.0),
+    "power.memory_activity": (0.02, 2.0),
+}
+"""Fittable parameters and their bounds (physically plausible ranges, not data-driven)."""
+
+DEFAULT_PARAMETERS = tuple(BOUNDS)
+DERIVED_METRICS = frozenset({"energy_per_output_token"})
+POWER_METRICS = frozenset({"power_per_gpu", "power_total"})
+"""Metrics that are a product of fitted ones (J/token = power x step time / tokens): reported,
+not fitted, so time parameters are not bent to absorb an energy error (and vice versa)."""
+LOSS_SCALE = 0.10  # soft-L1 turns linear beyond ~10 % log error
+RIDGE = 0.03  # λ: pull towards the start value, in logit units
+DIFF_STEP = 1e-3  # forward-difference step in logit units
+SENSITIVITY_FLOOR = 1e-9
+
+
+@dataclass(frozen=True)
+class Params:
+    """A point in parameter space: the two objects the cost model takes."""
+
+    efficiency: Efficiency = DEFAULT_EFFICIENCY
+    power: PowerModel = DEFAULT_POWER
+
+    def get(self, name: str) -> float:
+        if name.startswith(POWER_PREFIX):
+            return float(getattr(self.power, name.removeprefix(POWER_PREFIX)))
+        return float(getattr(self.efficiency, name))
+
+    def with_values(self, values: Mapping[str, float]) -> Params:
+        eff = {k: v for k, v in values.items() if not k.startswith(POWER_PREFIX)}
+        pw = {k.removeprefix(POWER_PREFIX): v for k, v in values.items() if k not in eff}
+        return Params(self.efficiency.with_overrides(eff), replace(self.power, **pw))
+
+    def as_dict(self) -> dict[str, float]:
+        out = {f.name: float(getattr(self.efficiency, f.name)) for f in fields(self.efficiency)}
+        out.update({POWER_PREFIX + f.name: getattr(self.power, f.name) for f in fields(self.power)})
+        return out
+
+
+def check_parameters(names: Iterable[str]) -> list[str]:
+    out = []
+    for name in names:
+        if name not in BOUNDS:
+            raise ConfigError("parameter", name, f"one of {', '.join(BOUNDS)}")
+        out.append(name)
+    return out
+
+
+# ------------------------------------------------------------------------------ error summary
+
+
+@dataclass(frozen=True)
+class GroupError:
+    source: str
+    metric: str
+    rows: int
+    mdape: float  # median |error|, a fraction
+    bias: float  # median signed error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "metric": self.metric,
+            "rows": self.rows,
+            "mdape_pct": round(100 * self.mdape, 2),
+            "median_signed_pct": round(100 * self.bias, 2),
+        }
+
+
+def summarize(observations: Iterable[Observation]) -> list[GroupError]:
+    """MdAPE and median signed error per (source, metric), sorted."""
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for o in observations:
+        groups[(o.source, o.metric)].append(o.error)
+    return [
+        GroupError(s, m, len(e), statistics.median(abs(x) for x in e), statistics.median(e))
+        for (s, m), e in sorted(groups.items())
+    ]
+
+
+def summarize_by_metric(observations: Iterable[Observation]) -> dict[str, float]:
+    """MdAPE per metric over all sources."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for o in observations:
+        groups[o.metric].append(abs(o.error))
+    return {m: statistics.median(e) for m, e in sorted(groups.items())}
+
+
+# ------------------------------------------------------------------------------ the objective
+
+
+def _to_z(value: float, lo: float, hi: float) -> float:
+    u = min(max((value - lo) / (hi - lo), 1e-4), 1 - 1e-4)
+    return math.log(u / (1 - u))
+
+
+def _from_z(z: float, lo: float, hi: float) -> float:
+    return lo + (hi - lo) / (1.0 + math.exp(-min(max(z, -30.0), 30.0)))
+
+
+def _soft_l1(r: FloatArray) -> FloatArray:
+    c = LOSS_SCALE
+    return np.asarray(2 * c * c * (np.sqrt(1 + (r / c) ** 2) - 1), dtype=np.float64)
+
+
+class Objective:
+    """Residual vector of the fit for a logit vector z (data terms, then ridge terms)."""
+
+    def __init__(
+        self,
+        rows: Sequence[Row],
+        names: Sequence[str],
+        start: Params,
+        ridge: float = RIDGE,
+        metrics: Collection[str] | None = None,
+    ) -> None:
+        self.rows, self.names, self.start, self.ridge = list(rows), list(names), start, ridge
+        self.bounds = [BOUNDS[n] for n in names]
+        self.z0 = np.array(
+            [_to_z(start.get(n), *b) for n, b in zip(names, self.bounds, strict=True)]
+        )
+        obs = observe(self.rows, start.efficiency, start.power)
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        for o in obs:
+            counts[(o.source, o.metric)] += 1
+        self.weights = np.array(
+            [
+                0.0
+                if o.metric in DERIVED_METRICS or (metrics is not None and o.metric not in metrics)
+                else 1.0 / counts[(o.source, o.metric)]
+                for o in obs
+            ]
+        )
+        if not self.weights.any():
+            raise ConfigError("metrics", sorted({o.metric for o in obs}), "no fittable metric")
+        self.evaluations = 0
+
+    def params(self, z: FloatArray) -> Params:
+        values = {
+            n: _from_z(float(v), *b)
+            for n, v, v0, b in zip(self.names, z, self.z0, self.bounds, strict=True)
+            if v != v0  # untouched parameters keep their start value exactly
+        }
+        return self.start.with_values(values)
+
+    def log_errors(self, z: FloatArray) -> FloatArray:
+        p = self.params(z)
+        self.evaluations += 1
+        obs = observe(self.rows, p.efficiency, p.power)
+        return np.array([math.log(o.predicted / o.measured) for o in obs])
+
+    def residuals(self, z: FloatArray) -> FloatArray:
+        r = self.log_errors(z)
+        data = np.sign(r) * np.sqrt(self.weights * _soft_l1(r))
+        return np.concatenate([data, self.ridge * (z - self.z0)])
+
+
+# ------------------------------------------------------------------------------ the minimiser
+
+
+@dataclass
+class FitResult:
+    params: Params
+    start: Params
+    fitted: list[str]  # parameters moved by the fit
+    not_identifiable: list[str]  # asked for, but no observation depends on them
+    objective_start: float
+    objective_end: float
+    iterations: int
+    evaluations: int
+    rows: int
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def _jacobian(
+    fn: Callable[[FloatArray], FloatArray], z: FloatArray, r: FloatArray, active: FloatArray
+) -> FloatArray:
+    jac = np.zeros((r.size, z.size))
+    for k in np.flatnonzero(active):
+        dz = z.copy()
+        dz[k] += DIFF_STEP
+        jac[:, k] = (fn(dz) - r) / DIFF_STEP
+    return jac
+
+
+def _lm_step(jac: FloatArray, r: FloatArray, mu: float, active: FloatArray) -> FloatArray:
+    a = jac.T @ jac
+    g = jac.T @ r
+    damp = mu * (np.diag(a) + 1e-12)
+    a = a + np.diag(damp)
+    step = np.zeros_like(g)
+    idx = np.flatnonzero(active)
+    step[idx] = np.linalg.solve(a[np.ix_(idx, idx)], -g[idx])
+    return step
+
+
+def fit(
+    rows: Sequence[Row],
+    parameters: Sequence[str] = DEFAULT_PARAMETERS,
+    start: Params | None = None,
+    *,
+    max_iterations: int = 25,
+    tolerance: float = 1e-7,
+    ridge: float = RIDGE,
+    metrics: Collection[str] | None = None,
+) -> FitResult:
+    """Fit `parameters` (names from BOUNDS) to the rows' measurements, starting from `start`;
+    `metrics` limits which measured metrics the objective counts (default: all but derived)."""
+    names = check_parameters(parameters)
+    if not rows:
+        raise ConfigError("rows", 0, "at least one measured row to fit")
+    start = start or Params()
+    obj = Objective(rows, names, start, ridge, metrics)
+    z = obj.z0.copy()
+    r = obj.residuals(z)
+    cost0 = cost = float(r @ r)
+    jac = _jacobian(obj.residuals, z, r, np.ones(z.size, dtype=bool))
+    data_rows = obj.weights.size
+    active = np.abs(jac[:data_rows]).max(axis=0) > SENSITIVITY_FLOOR
+    mu, iterations = 1e-2, 0
+    while iterations < max_iterations and active.any():
+        iterations += 1
+        improved = False
+        while mu < 1e10:
+            z_new = np.clip(z + _lm_step(jac, r, mu, active), -12, 12)
+            r_new = obj.residuals(z_new)
+            cost_new = float(r_new @ r_new)
+            if cost_new < cost:
+                improved = True
+                break
+            mu *= 4.0
+        if not improved:
+            break
+        gain = (cost - cost_new) / max(cost, 1e-300)
+        z, r, cost, mu = z_new, r_new, cost_new, max(mu / 3.0, 1e-9)
+        if gain < tolerance:
+            break
+        jac = _jacobian(obj.residuals, z, r, active)
+    params = obj.params(z)
+    return FitResult(
+        params=params,
+        start=start,
+        fitted=[n for n, a in zip(names, active, strict=True) if a],
+        not_identifiable=[n for n, a in zip(names, active, strict=True) if not a],
+        objective_start=cost0,
+        objective_end=cost,
+        iterations=iterations,
+        evaluations=obj.evaluations,
+        rows=len(rows),
+        values={n: params.get(n) for n in names},
+    )
+
+
+def fit_staged(
+    rows: Sequence[Row],
+    parameters: Sequence[str] = DEFAULT_PARAMETERS,
+    start: Params | None = None,
+    **kw: Any,
+) -> FitResult:
+    """Time first, then power: the efficiency parameters on the time metrics (TTFT, ITL, step
+    times, throughput), then the power-model coefficients on the power metrics with the times
+    fixed. Power = P_idle + (P_max − P_idle)·(a_c·u_c + a_m·u_m) depends on the utilizations the
+    times imply, so a joint fit could bend an efficiency to absorb a power error; staged, each
+    measurement informs the physics it measures. Each stage never ends above its own start."""
+    names = check_parameters(parameters)
+    start = start or Params()
+    present = {m for r in rows for m in r.measured}
+    time_metrics = present - POWER_METRICS - DERIVED_METRICS
+    stages = [
+        ([n for n in names if not n.startswith(POWER_PREFIX)], time_metrics),
+        ([n for n in names if n.startswith(POWER_PREFIX)], present & POWER_METRICS),
+    ]
+    params, results = start, []
+    for stage_names, stage_metrics in stages:
+        if stage_names and stage_metrics:
+            results.append(fit(rows, stage_names, params, metrics=stage_metrics, **kw))
+            params = results[-1].params
+    if not results:
+        raise ConfigError("metrics", sorted(present), "nothing the given parameters can fit")
+    fitted = [n for r in results for n in r.fitted]
+    return FitResult(
+        params=params,
+        start=start,
+        fitted=fitted,
+        not_identifiable=[n for n in names if n not in fitted],
+        objective_start=sum(r.objective_start for r in results),
+        objective_end=sum(r.objective_end for r in results),
+        iterations=sum(r.iterations for r in results),
+        evaluations=sum(r.evaluations for r in results),
+        rows=len(rows),
+        values={n: params.get(n) for n in names},
+    )
+
+
+def subsample(rows: Sequence[Row], per_source: int, per_source_simulated: int = 24) -> list[Row]:
+    """At most `per_source` rows of each source (`per_source_simulated` where each prediction is
+    a simulation), evenly spread over its runs (deterministic): fitting on a spread subset is
+    fast and loses little; errors are then reported on all rows."""
+    by_source: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_source[row.source].append(row)
+    out: list[Row] = []
+    for group in by_source.values():
+        group = sorted(group, key=lambda r: (r.run, r.label))
+        cap = per_source_simulated if group[0].simulated else per_source
+        if len(group) <= cap:
+            out.extend(group)
+            continue
+        step = len(group) / cap
+        out.extend(group[int(i * step)] for i in range(cap))
+    return out

@@ -1,0 +1,277 @@
+"""Engine profiles: fitted cost-model parameters in a small TOML file, and the shipped ones.
+
+File format (every section but [engine] optional; a key left out keeps the model's default):
+
+    [engine]
+    name = "vllm"                  # engine (and era) the parameters describe
+    version = "0.11.1"
+    fitted_on = ["mlenergy_v3"]    # sources (tables) the fit used
+    notes = "..."
+
+    [efficiency]                   # tokenprobe.cost.Efficiency fields (fractions, seconds)
+    memory = 0.83
+    step_overhead_s = 0.0011
+
+    [power]                        # tokenprobe.cost.PowerModel fields
+    compute_activity = 0.8
+
+    [fit]                          # what was fitted and how well (written by `calibrate`)
+    parameters = ["memory", "step_overhead_s"]
+    [[fit.error]]
+    set = "fitted"                 # or "held_out"
+    source = "mlenergy_v3"
+    metric = "itl_median"
+    rows = 214
+    mdape_before_pct = 12.7
+    mdape_after_pct = 6.1
+
+Unknown keys anywhere, a wrong type or an out-of-range value raise SchemaError naming the file
+and the key. `save_profile` writes exactly this format; `load_profile(save_profile(p))` == p.
+Shipped profiles live in `calibrate/profiles/<name>.toml` and are fitted by
+`benchmarks/fit_profiles.py` on shared/validation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
+from tokenprobe.errors import ConfigError, SchemaError
+
+SECTIONS = ("engine", "efficiency", "power", "fit")
+ENGINE_KEYS = {"name": str, "version": str, "fitted_on": list, "notes": str}
+FIT_KEYS = {"parameters": list, "error": list}
+ERROR_KEYS = {
+    "set": str,
+    "source": str,
+    "metric": str,
+    "rows": int,
+    "mdape_before_pct": float,
+    "mdape_after_pct": float,
+}
+ERROR_SETS = ("fitted", "held_out")
+
+
+@dataclass(frozen=True)
+class FitError:
+    """Error of one (source, metric) before and after the fit, on the fitted or held-out set."""
+
+    set: str
+    source: str
+    metric: str
+    rows: int
+    mdape_before_pct: float
+    mdape_after_pct: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    version: str = ""
+    fitted_on: tuple[str, ...] = ()
+    notes: str = ""
+    efficiency: Efficiency = DEFAULT_EFFICIENCY
+    power: PowerModel = DEFAULT_POWER
+    parameters: tuple[str, ...] = ()
+    errors: tuple[FitError, ...] = field(default=())
+
+    def deployment_kwargs(self) -> dict[str, Any]:
+        """`make_deployment(model, gpu, ..., **profile.deployment_kwargs())` prices with it."""
+        return {"efficiency": self.efficiency, "power": self.power}
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def _check_keys(table: Mapping[str, Any], allowed: Any, where: str, origin: str) -> None:
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise SchemaError(
+            origin, f"unknown key {where}{unknown[0]!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _typed(value: Any, kind: type, key: str, origin: str) -> Any:
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SchemaError(origin, f"{key}={value!r} should be a {kind.__name__}")
+    if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+        raise SchemaError(origin, f"{key} should be a list of strings")
+    return value
+
+
+def _numbers(table: Any, section: str, origin: str) -> dict[str, float]:
+    if not isinstance(table, Mapping):
+        raise SchemaError(origin, f"[{section}] should be a table")
+    out = {}
+    for key, value in table.items():
+        out[key] = float(_typed(value, float, f"{section}.{key}", origin))
+    return out
+
+
+def _efficiency(table: Any, origin: str) -> Efficiency:
+    values = _numbers(table, "efficiency", origin)
+    _check_keys(values, {f.name for f in fields(Efficiency)}, "efficiency.", origin)
+    try:
+        return DEFAULT_EFFICIENCY.with_overrides(values)
+    except ConfigError as exc:
+        raise SchemaError(origin, str(exc)) from None
+
+
+def _power(table: Any, origin: str) -> PowerModel:
+    values = _numbers(table, "power", origin)
+    _check_keys(values, {f.name for f in fields(PowerModel)}, "power.", origin)
+    try:
+        return PowerModel(
+            **{**{f.name: getattr(DEFAULT_POWER, f.name) for f in fields(PowerModel)}, **values}
+        )
+    except ConfigError as exc:
+        raise SchemaError(origin, str(exc)) from None
+
+
+def _errors(items: list[Any], origin: str) -> tuple[FitError, ...]:
+    out = []
+    for i, item in enumerate(items):
+        where = f"fit.error[{i}]."
+        if not isinstance(item, Mapping):
+            raise SchemaError(origin, f"{where[:-1]} should be a table")
+        _check_keys(item, ERROR_KEYS, where, origin)
+        missing = [k for k in ERROR_KEYS if k not in item]
+        if missing:
+            raise SchemaError(origin, f"{where}{missing[0]} is missing")
+        values = {k: _typed(item[k], t, where + k, origin) for k, t in ERROR_KEYS.items()}
+        if values["set"] not in ERROR_SETS:
+            raise SchemaError(origin, f"{where}set={values['set']!r}: one of {ERROR_SETS}")
+        out.append(FitError(**values))
+    return tuple(out)
+
+
+def _fit(table: Any, origin: str) -> tuple[tuple[str, ...], tuple[FitError, ...]]:
+    if not isinstance(table, Mapping):
+        raise SchemaError(origin, "[fit] should be a table")
+    _check_keys(table, FIT_KEYS, "fit.", origin)
+    params = _typed(table.get("parameters", []), list, "fit.parameters", origin)
+    items = table.get("error", [])
+    if not isinstance(items, list):
+        raise SchemaError(origin, "fit.error should be an array of tables ([[fit.error]])")
+    return tuple(params), _errors(items, origin)
+
+
+def parse_profile(text: str, origin: str = "<profile>") -> Profile:
+    """A Profile from TOML text; SchemaError (naming `origin` and the key) on anything wrong."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SchemaError(origin, f"not valid TOML: {exc}") from None
+    _check_keys(doc, SECTIONS, "section ", origin)
+    engine = doc.get("engine")
+    if not isinstance(engine, Mapping) or "name" not in engine:
+        raise SchemaError(origin, "needs an [engine] table with a name")
+    _check_keys(engine, ENGINE_KEYS, "engine.", origin)
+    meta = {k: _typed(v, ENGINE_KEYS[k], f"engine.{k}", origin) for k, v in engine.items()}
+    params, errors = _fit(doc.get("fit", {}), origin)
+    return Profile(
+        name=meta["name"],
+        version=meta.get("version", ""),
+        fitted_on=tuple(meta.get("fitted_on", ())),
+        notes=meta.get("notes", ""),
+        efficiency=_efficiency(doc.get("efficiency", {}), origin),
+        power=_power(doc.get("power", {}), origin),
+        parameters=params,
+        errors=errors,
+    )
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError("profile value", value, "a finite number")
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise ConfigError("profile value", value, "a string, number or list")
+
+
+def dumps_profile(profile: Profile) -> str:
+    """The TOML text of a profile (only non-default parameters are not special: all are written)."""
+    lines = ["# tokenprobe engine profile (tokenprobe.calibrate.profile documents the format)"]
+    lines += ["[engine]", f"name = {_toml_value(profile.name)}"]
+    lines.append(f"version = {_toml_value(profile.version)}")
+    lines.append(f"fitted_on = {_toml_value(list(profile.fitted_on))}")
+    if profile.notes:
+        lines.append(f"notes = {_toml_value(profile.notes)}")
+    lines += ["", "[efficiency]"]
+    lines += [
+        f"{f.name} = {_toml_value(float(getattr(profile.efficiency, f.name)))}"
+        for f in fields(Efficiency)
+    ]
+    lines += ["", "[power]"]
+    lines += [
+        f"{f.name} = {_toml_value(float(getattr(profile.power, f.name)))}"
+        for f in fields(PowerModel)
+    ]
+    lines += ["", "[fit]", f"parameters = {_toml_value(list(profile.parameters))}"]
+    for e in profile.errors:
+        lines += ["", "[[fit.error]]"]
+        lines += [f"{f.name} = {_toml_value(getattr(e, f.name))}" for f in fields(FitError)]
+    return "\n".join(lines) + "\n"
+
+
+def save_profile(profile: Profile, path: str | Path) -> Path:
+    p = Path(path)
+    try:
+        p.write_text(dumps_profile(profile), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("profile path", str(p), f"cannot write: {exc.strerror}") from None
+    return p
+
+
+# ------------------------------------------------------------------------------ lookup
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles that ship with the package."""
+    folder = resources.files("tokenprobe.calibrate") / "profiles"
+    return sorted(
+        f.name.removesuffix(".toml") for f in folder.iterdir() if f.name.endswith(".toml")
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _load_shipped(name: str) -> Profile:
+    res = resources.files("tokenprobe.calibrate") / "profiles" / f"{name}.toml"
+    return parse_profile(res.read_text(encoding="utf-8"), f"profiles/{name}.toml")
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """A profile file (path) or a shipped profile by name (e.g. "vllm", "tensorrt-llm")."""
+    text = str(name_or_path)
+    path = Path(text)
+    if path.suffix == ".toml" or path.exists():
+        try:
+            content = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SchemaError(text, f"cannot read: {exc.strerror}") from None
+        return parse_profile(content, text)
+    known = shipped_profiles()
+    if text not in known:
+        raise ConfigError("profile", text, f"a profile .toml file or one of: {', '.join(known)}")
+    return _load_shipped(text)

@@ -1,0 +1,146 @@
+"""Rows from run folders: `tokenprobe profile` runs and simulated/measured serving runs.
+
+- A folder holding `profile.csv` (written by `tokenprobe profile`) is read as a CSV in the
+  validation schema (observations.py maps its `tokenprobe_profile` rows).
+- Any other run folder (records.py) whose config names the deployment (model, gpu, tp,
+  weight_dtype, kv_dtype: what `simulate` records; for a `bench` run, which knows only the
+  served model, the caller supplies the rest) and a reproducible workload (`workload`, as
+  `simulate` writes it, or a bench run's fixed input/output tokens, load mode and request count)
+  becomes one row: measured median TTFT, median TPOT and output tokens/s from
+  `metrics.summarize`, predicted by simulating the same workload, scheduler settings (vLLM
+  defaults when none were recorded) and seed on the candidate deployment. A run of which that
+  is not known is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tokenprobe.calibrate.observations import LoadResult, Row
+from tokenprobe.calibrate.sources import load_csv
+from tokenprobe.cost import Deployment, make_deployment
+from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.metrics import summarize
+from tokenprobe.records import CONFIG_FILE, read_run
+from tokenprobe.sim import simulate
+from tokenprobe.sim.api import build_workload
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.workload import Workload, workload_from_dict
+
+PROFILE_CSV = "profile.csv"
+RUN_METRICS = ("ttft_median", "tpot_median", "output_throughput")
+
+
+def _metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    values = {
+        "ttft_median": (summary.get("ttft_s") or {}).get("p50"),
+        "tpot_median": (summary.get("tpot_s") or {}).get("p50"),
+        "output_throughput": summary.get("output_tokens_per_s"),
+    }
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and v > 0}
+
+
+def _resimulate(
+    dep: Deployment, workload: Workload, config: SchedulerConfig, seed: int
+) -> dict[str, float]:
+    result = simulate(deployment=dep, workload=workload, config=config, seed=seed)
+    return _metrics(result.summary())
+
+
+def _deployment(cfg: Mapping[str, Any], where: str) -> Deployment:
+    missing = [k for k in ("model", "gpu") if not cfg.get(k)]
+    if missing:
+        raise _SkipRunError(f"config names no {missing[0]} (give it with --{missing[0]})")
+    return make_deployment(
+        str(cfg["model"]),
+        str(cfg["gpu"]),
+        tp=int(cfg.get("tp") or 1),
+        weight_dtype=str(cfg.get("weight_dtype") or "bf16"),
+        kv_dtype=cfg.get("kv_dtype"),
+    )
+
+
+def _scheduler(cfg: Mapping[str, Any]) -> SchedulerConfig:
+    sched = dict(cfg.get("scheduler") or {})
+    sched.pop("name", None)
+    known = set(SchedulerConfig.__dataclass_fields__)
+    return SchedulerConfig(**{k: v for k, v in sched.items() if k in known})
+
+
+class _SkipRunError(Exception):
+    """A run folder calibrate cannot use; the message says why."""
+
+
+def _workload(cfg: Mapping[str, Any], root: Path) -> Workload:
+    doc = cfg.get("workload")
+    if isinstance(doc, Mapping):  # as `simulate` writes it
+        return workload_from_dict({k: v for k, v in doc.items() if v is not None}, str(root), root)
+    lengths = cfg.get("input_tokens"), cfg.get("output_tokens"), cfg.get("num_requests")
+    if all(isinstance(v, int) for v in lengths):  # as `bench` writes it: fixed synthetic lengths
+        return build_workload(
+            input_tokens=cfg["input_tokens"],
+            output_tokens=cfg["output_tokens"],
+            rate_per_s=cfg.get("rate_per_s"),
+            burstiness=float(cfg.get("burstiness") or 1.0),
+            concurrency=cfg.get("concurrency"),
+            num_requests=cfg["num_requests"],
+        )
+    raise _SkipRunError("no reproducible workload in config (fixed lengths and request count)")
+
+
+def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
+    run = read_run(root)
+    cfg = {**run.config, **(run.config.get("bench") or {}), **overrides}
+    try:
+        dep = _deployment(cfg, str(root))
+        workload = _workload(cfg, root)
+        sched = _scheduler(cfg)
+    except (ConfigError, TypeError) as exc:
+        raise _SkipRunError(str(exc)) from None
+    measured = _metrics(summarize(run))
+    if not measured:
+        raise _SkipRunError("no completed requests")
+    kind = "tokenprobe-sim" if run.kind == "simulated" else "measured"
+    engine = str(cfg.get("engine") or kind)
+    predict = functools.partial(
+        _resimulate, workload=workload, config=sched, seed=int(cfg.get("seed") or 0)
+    )
+    source = f"run:{root.name}"
+    label = f"{dep.model.name} {dep.gpu.name} tp{dep.tp} {workload.arrival.kind}"
+    return Row(source, source, engine, label, dep, measured, predict, simulated=True)
+
+
+def rows_from_run(directory: str | Path, overrides: Mapping[str, Any] | None = None) -> LoadResult:
+    """Rows of one run folder (see the module docstring); SchemaError if it is not one.
+
+    `overrides` fills in or replaces deployment fields the run did not record (a `bench` run
+    knows the server's model name, not its GPU): model, gpu, tp, weight_dtype, kv_dtype, engine.
+    """
+    root = Path(directory)
+    if (root / PROFILE_CSV).exists():
+        return load_csv(root / PROFILE_CSV)
+    if not (root / CONFIG_FILE).exists():
+        raise SchemaError(str(root), f"neither a run folder ({CONFIG_FILE}) nor {PROFILE_CSV}")
+    result = LoadResult()
+    try:
+        result.rows.append(_run_row(root, overrides or {}))
+    except _SkipRunError as why:
+        result.skipped[f"{root.name}: {why}"] += 1
+    return result
+
+
+def load_inputs(paths: list[str | Path], overrides: Mapping[str, Any] | None = None) -> LoadResult:
+    """Rows of every CSV file and run folder given (`overrides`: see `rows_from_run`)."""
+    out = LoadResult()
+    for path in paths:
+        p = Path(path)
+        if p.is_dir():
+            out.extend(rows_from_run(p, overrides))
+        elif p.exists():
+            out.extend(load_csv(p))
+        else:
+            raise ConfigError("input", str(p), "a validation-schema CSV or a run folder")
+    return out

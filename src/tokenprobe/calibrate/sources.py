@@ -1,0 +1,354 @@
+"""Validation-schema CSV rows -> `Row`s (one copy for `calibrate` and benchmarks/validate.py).
+
+A CSV in the common schema of shared/validation (see its README) is read row by row; each usable
+row becomes a `Row`: the deployment it ran on, what was measured (metric -> SI value) and a
+function that predicts the same metrics from a deployment (whose `efficiency` and `power` are the
+parameters being fitted). Rows that cannot be run are counted by reason, never guessed.
+
+Mappings and assumptions (stated, not fitted):
+- Argonne static batches: input = output = L, batch B; e2e = TTFT + (L − 1)·TPOT, total tok/s =
+  B·2L/e2e. Their A100 is the 40 GB SXM part (ALCF Polaris); an H100 of unstated variant is taken
+  as SXM.
+- TensorRT-LLM v0.9 static batches: throughput per GPU = B·OSL / e2e / GPUs; FP8 rows use an fp8
+  KV cache (the doc's config); the A100 of unstated memory is taken as SXM 80 GB.
+- ML.ENERGY v3 (vLLM 0.11, steady state): a step decodes `avg_batch_size` sequences and prefills
+  the arrivals that keep the batch full, avg_batch·ISL/OSL tokens per step (continuous batching);
+  J/output token = energy of that average step / batch; the median ITL is that step when a
+  prefill lands in most steps (batch/OSL >= 0.5), else a decode-only step. Input lengths are not
+  published: ISL is assumed per task (TASK_ISL). EP rows (tp=1, ep=N) run as EP over N GPUs with
+  tensor-parallel attention. gpt-oss weights are taken as mxfp4.
+- `tokenprobe profile` rows (source_id `tokenprobe_profile`): one forward pass each, a prefill of
+  `batch_size` x `isl` tokens (`ttft_ms_mean` = its GPU time) or a decode step of `batch_size`
+  sequences at context `isl` (`itl_ms_mean`); no host stages, since the profiler times the GPU.
+- TensorRT-LLM v0.14 max-throughput rows (trtllm-bench: every request queued at t = 0, in-flight
+  batching): the serving simulator runs the same offline workload (fixed ISL/OSL) with
+  in-flight batching, at most `SIM_MAX_REQUESTS` requests (the throughput of a long offline run
+  is its steady state; the doc's 1000-30000 only lengthen it), KV memory fraction 0.95 (the doc's
+  `kv_cache_free_gpu_mem_fraction`), up to 2048 sequences and 8192 tokens per step (trtllm-bench
+  0.14 defaults as we read them; stated, not fitted). Output tokens/s summed over GPUs.
+
+Engine names and eras: observations.engine_name.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from tokenprobe.calibrate.observations import (
+    LoadResult,
+    Row,
+    SkipRowError,
+    engine_name,
+    float_field,
+    gpu_name,
+    int_field,
+    row_deployment,
+    run_key,
+)
+from tokenprobe.cost import BatchShape, Deployment, Workload, estimate_deployment, step_cost
+from tokenprobe.cost.memory import kv_capacity_tokens
+from tokenprobe.errors import SchemaError
+from tokenprobe.sim import simulate
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.units import MILLI
+
+TRT_MODELS = {
+    "LLaMA 7B": "llama-2-7b",
+    "LLaMA 70B": "llama-2-70b",
+    "Mistral 7B": "mistral-7b",
+    "Mixtral 8x7B": "mixtral-8x7b",
+    "Mixtral 8x22B": "mixtral-8x22b",
+    "LLaMA v3 70B": "llama-3-70b",
+    "LLaMA v3.1 8B": "llama-3.1-8b",
+    "LLaMA v3.1 70B": "llama-3.1-70b",
+    "LLaMA v3.1 405B": "llama-3.1-405b",
+}
+SIM_MAX_REQUESTS = 1000
+TRT_BENCH_SCHEDULER = SchedulerConfig(
+    max_num_seqs=2048, max_num_batched_tokens=8192, gpu_memory_utilization=0.95
+)
+# ML.ENERGY v3 tasks: assumed mean prompt tokens (the leaderboard publishes output lengths only)
+TASK_ISL = {"lm-arena-chat": 1000, "gpqa": 300, "sourcegraph-fim": 2000}
+
+# ------------------------------------------------------------------------------ predictors
+
+
+def _static_batch(dep: Deployment, isl: int, osl: int, batch: int) -> dict[str, float]:
+    """A static batch as `tokenprobe estimate` prices it."""
+    est = estimate_deployment(dep, Workload(isl, osl, batch), find_compute_bound=False)
+    decode_j = est.decode.energy_j if est.decode else 0.0
+    return {
+        "ttft": est.ttft_s,
+        "total_throughput": batch * (isl + osl) / est.e2e_s,
+        "throughput_per_gpu": batch * osl / est.e2e_s / dep.num_gpus,
+        "power_per_gpu": (est.prefill.energy_j + decode_j) / est.e2e_s / dep.num_gpus,
+    }
+
+
+def _steady_state(
+    dep: Deployment, batch: float, isl: float, osl: float, prefill_in_median: bool
+) -> dict[str, float]:
+    """ML.ENERGY's steady state: one average continuous-batching step (see module docstring)."""
+    ctx = int(isl + osl / 2)
+    prefill = round(batch * isl / osl)
+    shape = BatchShape(
+        prefill_tokens=prefill,
+        prefill_attn_pairs=prefill * (isl / 2),
+        prefill_seqs=1 if prefill else 0,
+        decode_seqs=round(batch),
+        decode_context_tokens=round(batch) * ctx,
+    )
+    cost = step_cost(dep, shape)
+    median = cost if prefill_in_median else step_cost(dep, BatchShape.decode(round(batch), ctx))
+    return {
+        "itl_median": median.time_s,
+        "energy_per_output_token": cost.energy_j / batch,
+        "power_total": cost.power_w * dep.num_gpus,
+    }
+
+
+def _max_throughput(dep: Deployment, isl: int, osl: int, requests: int) -> dict[str, float]:
+    """trtllm-bench max throughput: an offline batch through the simulator (module docstring)."""
+    result = simulate(
+        deployment=dep,
+        input_tokens=isl,
+        output_tokens=osl,
+        offline=True,
+        num_requests=min(requests, SIM_MAX_REQUESTS),
+        config=TRT_BENCH_SCHEDULER,
+        trace_requests=0,
+    )
+    return {"output_throughput": float(result.summary()["output_tokens_per_s"])}
+
+
+def _profile_step(dep: Deployment, kind: str, batch: int, tokens: int) -> dict[str, float]:
+    """One forward pass as the profiler timed it: prefill of batch x tokens, or a decode step."""
+    if kind == "prefill":
+        cost = step_cost(dep, BatchShape.prefill(tokens, batch))
+        return {"prefill_s": cost.time_s, "power_per_gpu": cost.power_w}
+    cost = step_cost(dep, BatchShape.decode(batch, tokens))
+    return {
+        "decode_step_s": cost.time_s,
+        "power_per_gpu": cost.power_w,
+        "energy_per_output_token": cost.energy_j / batch,
+    }
+
+
+# ------------------------------------------------------------------------------ row mappers
+
+
+def _argonne(row: Mapping[str, str]) -> Iterator[Row]:
+    model = row["model_hf_id"]
+    if row.get("ep") not in ("", "1", None):
+        raise SkipRowError("expert-parallel row (TRT-LLM EP on A100) not modelled as such")
+    engine = engine_name(row["engine"], row.get("engine_version", ""))
+    dep = row_deployment(model, gpu_name(row["gpu"], "argonne"), row)
+    batch, isl, osl = int_field(row, "batch_size"), int_field(row, "isl"), int_field(row, "osl")
+    sid = row["source_id"].removeprefix("argonne_llm_inference_bench_")
+    source = f"argonne_{sid}"
+    measured: dict[str, float] = {}
+    if sid == "ttft":
+        ttft = float_field(row, "ttft_ms_mean")
+        if ttft:
+            measured["ttft"] = ttft * MILLI
+    else:
+        tput = float_field(row, "total_tok_s")
+        if tput:
+            measured["total_throughput"] = tput
+        power = float_field(row, "power_W_total") if sid == "power" else None
+        if power:
+            measured["power_per_gpu"] = power
+    if not measured:
+        raise SkipRowError("no metric")
+    label = f"{row['engine']} {row['model']} {row['gpu'][:5]} tp{row['tp']} B{batch} L{isl}"
+    yield Row(
+        source,
+        run_key(source, engine, model, dep),
+        engine,
+        label,
+        dep,
+        measured,
+        functools.partial(_static_batch, isl=isl, osl=osl, batch=batch),
+    )
+
+
+def _trt09(row: Mapping[str, str]) -> Iterator[Row]:
+    model = TRT_MODELS.get(row["model"])
+    if model is None:
+        raise SkipRowError(f"model not in catalog: {row['model']}")
+    dep = row_deployment(model, gpu_name(row["gpu"], "trt"), row)
+    batch, isl, osl = int_field(row, "batch_size"), int_field(row, "isl"), int_field(row, "osl")
+    measured: dict[str, float] = {}
+    ttft, tput = float_field(row, "ttft_ms_mean"), float_field(row, "output_tok_s_per_gpu")
+    if ttft:
+        measured["ttft"] = ttft * MILLI
+    if tput:
+        measured["throughput_per_gpu"] = tput
+    if not measured:
+        raise SkipRowError("no metric")
+    source = "trtllm_v0.9"
+    label = f"{row['model']} {row['gpu'][:5]} tp{row['tp']} B{batch} {isl}/{osl}"
+    yield Row(
+        source,
+        run_key(source, "tensorrt-llm", model, dep),
+        "tensorrt-llm",
+        label,
+        dep,
+        measured,
+        functools.partial(_static_batch, isl=isl, osl=osl, batch=batch),
+    )
+
+
+def _task(row: Mapping[str, str]) -> str:
+    for task in TASK_ISL:
+        if f"task={task}" in row.get("notes", "") or task in row.get("source_ref", ""):
+            return task
+    raise SkipRowError("unknown ML.ENERGY task")
+
+
+def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
+    gpus, tp, ep = int_field(row, "gpu_count"), int_field(row, "tp", 1), int_field(row, "ep", 1)
+    if int_field(row, "dp", 1) > 1:
+        raise SkipRowError("data-parallel replicas")
+    model = row["model_hf_id"]
+    row = {**row, "tp": str(gpus), "pp": "1"}
+    dep = row_deployment(model, "h100-sxm", row, expert_parallel=ep > 1 and tp == 1)
+    batch = float_field(row, "avg_batch_size")
+    osl = float_field(row, "osl_mean")
+    if batch is None or osl is None:
+        raise SkipRowError("no avg_batch_size or osl_mean")
+    isl = float(TASK_ISL[_task(row)])
+    measured: dict[str, float] = {}
+    for metric, key, scale in (
+        ("itl_median", "itl_ms_median", MILLI),
+        ("energy_per_output_token", "energy_J_per_output_token", 1.0),
+        ("power_total", "power_W_total", 1.0),
+    ):
+        value = float_field(row, key)
+        if value:
+            measured[metric] = value * scale
+    source = "mlenergy_v3"
+    engine = engine_name(row["engine"], row.get("engine_version", ""))
+    # a new request joins every osl/batch steps; when that is less often than every other step,
+    # the median inter-token gap is a decode-only step (the prefill steps are the tail)
+    predict = functools.partial(
+        _steady_state, batch=batch, isl=isl, osl=osl, prefill_in_median=batch / osl >= 0.5
+    )
+    label = f"{row['model']} {gpus}gpu B{batch:.0f}"
+    yield Row(source, run_key(source, engine, model, dep), engine, label, dep, measured, predict)
+
+
+def _profile(row: Mapping[str, str]) -> Iterator[Row]:
+    model = row["model_hf_id"] or row["model"]
+    dep = row_deployment(model, row["gpu"], row)
+    batch, tokens = int_field(row, "batch_size"), int_field(row, "isl")
+    kind = row["workload_type"]
+    measured: dict[str, float] = {}
+    if kind == "prefill_step":
+        ms = float_field(row, "ttft_ms_mean")
+        if ms:
+            measured["prefill_s"] = ms * MILLI
+    elif kind == "decode_step":
+        ms = float_field(row, "itl_ms_mean")
+        if ms:
+            measured["decode_step_s"] = ms * MILLI
+        energy = float_field(row, "energy_J_per_output_token")
+        if energy:
+            measured["energy_per_output_token"] = energy
+    else:
+        raise SkipRowError(f"profile workload_type {kind!r} is not prefill_step/decode_step")
+    power = float_field(row, "power_W_total")
+    if power:
+        measured["power_per_gpu"] = power / dep.num_gpus
+    if not measured:
+        raise SkipRowError("no metric")
+    source = "tokenprobe_profile"
+    engine = engine_name(row.get("engine", "pytorch"), row.get("engine_version", ""))
+    step = "prefill" if kind == "prefill_step" else "decode"
+    # each decode batch size is a series over contexts; each prefill length its own timing loop
+    series = f"decode/B{batch}" if step == "decode" else f"prefill/L{tokens}"
+    yield Row(
+        source,
+        f"{run_key(source, engine, model, dep)}/{series}",
+        engine,
+        f"{model} {step} B{batch} L{tokens}",
+        dep,
+        measured,
+        functools.partial(_profile_step, kind=step, batch=batch, tokens=tokens),
+    )
+
+
+def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
+    model = TRT_MODELS.get(row["model"])
+    if model is None:
+        raise SkipRowError(f"model not in catalog: {row['model']}")
+    dep = row_deployment(model, gpu_name(row["gpu"], "trt"), row)
+    isl, osl = int_field(row, "isl"), int_field(row, "osl")
+    fraction = TRT_BENCH_SCHEDULER.gpu_memory_utilization
+    if kv_capacity_tokens(dep, fraction) < isl + osl:
+        raise SkipRowError("model leaves no KV room for one request in our memory model")
+    tput = float_field(row, "output_tok_s")
+    if not tput:
+        raise SkipRowError("no output_tok_s")
+    source = "trtllm_v0.14"
+    predict = functools.partial(
+        _max_throughput, isl=isl, osl=osl, requests=int_field(row, "num_requests", SIM_MAX_REQUESTS)
+    )
+    label = f"{row['model']} {row['gpu'][:5]} {row['weight_precision']} tp{row['tp']} {isl}/{osl}"
+    key = run_key(source, "tensorrt-llm", model, dep)
+    yield Row(source, key, "tensorrt-llm", label, dep, {"output_throughput": tput}, predict, True)
+
+
+MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
+    "argonne_llm_inference_bench": _argonne,
+    "trtllm_v0.9": _trt09,
+    "mlenergy_leaderboard_v3": _mlenergy,
+    "tokenprobe_profile": _profile,
+    "trtllm_v0.14": _trt014,
+}
+"""source_id prefix -> mapper. A new source is one entry here."""
+
+REQUIRED_COLUMNS = ("source_id", "engine", "model", "gpu")
+
+
+def _mapper(source_id: str) -> Callable[[Mapping[str, str]], Iterator[Row]] | None:
+    for prefix, fn in MAPPERS.items():
+        if source_id.startswith(prefix):
+            return fn
+    return None
+
+
+def load_rows(lines: Sequence[Mapping[str, str]], origin: str = "rows") -> LoadResult:
+    """Map parsed CSV rows; an unknown source or an unusable row is counted in `skipped`."""
+    result = LoadResult()
+    for line in lines:
+        sid = line.get("source_id") or ""
+        fn = _mapper(sid)
+        if fn is None:
+            result.skipped[f"{origin}: source {sid!r} not mapped"] += 1
+            continue
+        try:
+            result.rows.extend(fn(line))
+        except SkipRowError as why:
+            result.skipped[f"{origin}: {why}"] += 1
+        except (KeyError, ValueError) as exc:
+            result.skipped[f"{origin}: malformed row ({type(exc).__name__}: {exc})"] += 1
+    return result
+
+
+def load_csv(path: str | Path) -> LoadResult:
+    """Rows of one CSV in the shared/validation schema; SchemaError if it is not one."""
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise SchemaError(str(p), f"not in the validation schema: no {', '.join(missing)}")
+            lines = list(reader)
+    except OSError as exc:
+        raise SchemaError(str(p), f"cannot read: {exc.strerror}") from None
+    return load_rows(lines, p.name)

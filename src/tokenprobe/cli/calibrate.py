@@ -1,0 +1,170 @@
+"""`tokenprobe calibrate` (fit a profile to measurements) and `tokenprobe profile` (local GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tokenprobe.calibrate import Params, load_inputs, load_profile, save_profile
+from tokenprobe.calibrate import calibrate as run_calibration
+from tokenprobe.calibrate.calibration import Calibration
+from tokenprobe.calibrate.fit import DEFAULT_PARAMETERS, check_parameters
+from tokenprobe.calibrate.profiler import (
+    ProfileSpec,
+    gpu_unavailable_reason,
+    profile_gpu,
+    write_profile_run,
+)
+from tokenprobe.cli.app import app, console, guarded, print_json
+
+
+def _table(cal: Calibration) -> Table:
+    table = Table(title=f"calibration of {cal.engine}: MdAPE before -> after")
+    for col in ("set", "source", "metric", "rows", "before", "after"):
+        table.add_column(col, justify="right" if col in ("rows", "before", "after") else "left")
+    for e in cal.errors():
+        table.add_row(
+            e.set,
+            e.source,
+            e.metric,
+            str(e.rows),
+            f"{e.mdape_before_pct:.1f}%",
+            f"{e.mdape_after_pct:.1f}%",
+        )
+    return table
+
+
+def _params_table(cal: Calibration) -> Table:
+    table = Table(title="parameters")
+    for col in ("parameter", "start", "fitted"):
+        table.add_column(col, justify="left" if col == "parameter" else "right")
+    for name, value in cal.fit.values.items():
+        mark = "" if name in cal.fit.fitted else " (not identifiable)"
+        table.add_row(name + mark, f"{cal.fit.start.get(name):.4g}", f"{value:.4g}")
+    return table
+
+
+@app.command()
+def calibrate(
+    inputs: Annotated[list[str], typer.Argument(help="Run folders or validation-schema CSVs")],
+    out: Annotated[str, typer.Option(help="Write the fitted profile (TOML) here")] = "",
+    holdout: Annotated[
+        list[str] | None,
+        typer.Option(help="Hold back rows whose source or run matches (glob); repeatable"),
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="Engine to fit when inputs hold several")
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=f"Parameter to fit (repeatable; default all: {', '.join(DEFAULT_PARAMETERS)})"
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option(help="Profile name (default: the engine)")] = "",
+    start: Annotated[
+        str | None, typer.Option(help="Start from this profile (shipped name or .toml)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model of run folders that lack it")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU of run folders that lack it (bench)")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor parallel of run folders")] = None,
+    weight_dtype: Annotated[str | None, typer.Option(help="Weight dtype of run folders")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output")] = False,
+) -> None:
+    """Fit the cost model's efficiency parameters to measured runs or validation CSVs.
+
+    Prints the error per metric before and after, on the fitted and on the held-back runs
+    (split by run or source, never by row); --out writes the fitted profile."""
+
+    def work() -> None:
+        params = check_parameters(param) if param else list(DEFAULT_PARAMETERS)
+        given = {"model": model, "gpu": gpu, "tp": tp, "weight_dtype": weight_dtype}
+        overrides = {k: v for k, v in given.items() if v is not None}
+        data = load_inputs([Path(p) for p in inputs], overrides)
+        first = None
+        if start:
+            p = load_profile(start)
+            first = Params(p.efficiency, p.power)
+        cal = run_calibration(
+            data.rows, holdout=holdout or (), parameters=params, engine=engine, start=first
+        )
+        path = save_profile(cal.profile(name or None), out) if out else None
+        if as_json:
+            print_json({**cal.to_dict(), "skipped": dict(data.skipped), "profile": str(path or "")})
+            return
+        console.print(_table(cal))
+        console.print(_params_table(cal))
+        console.print(
+            f"{cal.fitted_rows} rows fitted, {cal.held_rows} held back; "
+            f"{sum(data.skipped.values())} rows skipped"
+        )
+        if path:
+            console.print(f"profile written to {path}")
+
+    guarded(work)
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{name}: comma-separated integers, got {text!r}") from None
+
+
+@app.command()
+def profile(
+    model: Annotated[str, typer.Option(help="Catalog model, HF id or config.json")],
+    dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
+    batches: Annotated[
+        str, typer.Option(help="Decode batch sizes, comma-separated")
+    ] = "1,8,32,128",
+    contexts: Annotated[
+        str, typer.Option(help="Decode contexts, comma-separated")
+    ] = "512,2048,8192",
+    prefill_lengths: Annotated[str, typer.Option(help="Prefill lengths, comma-separated")] = (
+        "128,512,2048,8192"
+    ),
+    gpu: Annotated[
+        str | None, typer.Option(help="Catalog GPU name if the device's is unknown")
+    ] = None,
+    out: Annotated[
+        str, typer.Option(help="Run folder to write (calibrate reads it)")
+    ] = "profile-run",
+) -> None:
+    """Time a random-weight model of the architecture on the local NVIDIA GPU.
+
+    Prefill vs length, decode step vs batch x context, peak memory and NVML energy, written as a
+    run that `calibrate` reads. Needs PyTorch (the `profile` extra) and a CUDA GPU; without them
+    it says so in one line and exits 0."""
+    reason = gpu_unavailable_reason()
+    if reason is not None:
+        console.print(
+            f"tokenprobe profile: {reason}; nothing measured.",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(0)
+
+    def work() -> None:
+        spec = ProfileSpec(
+            model=model,
+            dtype=dtype,
+            batches=_ints(batches, "batches"),
+            contexts=_ints(contexts, "contexts"),
+            prefill_lengths=_ints(prefill_lengths, "prefill-lengths"),
+            gpu=gpu,
+        )
+        run = profile_gpu(spec)
+        path = write_profile_run(run, out)
+        console.print(
+            f"{len(run.points)} points on {run.device_name} ({run.gpu}), "
+            f"peak memory {run.peak_memory_bytes / 2**30:.1f} GiB; run written to {path}"
+        )
+        for note in run.skipped:
+            console.print(f"  skipped: {note}")
+
+    guarded(work)

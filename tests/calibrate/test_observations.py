@@ -1,0 +1,75 @@
+"""Validation-schema rows -> deployments, measurements and predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokenprobe.calibrate import engine_name, load_csv, load_rows, observe
+from tokenprobe.errors import SchemaError
+
+ARGONNE = {
+    "source_id": "argonne_llm_inference_bench_all_results",
+    "engine": "vLLM",
+    "engine_version": "not pinned (2024)",
+    "model": "Llama-2-7b",
+    "model_hf_id": "meta-llama/Llama-2-7b-hf",
+    "gpu": "A100",
+    "tp": "1",
+    "ep": "",
+    "weight_precision": "float16",
+    "kv_cache_precision": "",
+    "batch_size": "16",
+    "isl": "1024",
+    "osl": "1024",
+    "total_tok_s": "1500.0",
+}
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "name"),
+    [
+        ("vLLM", "0.11.1 (per ML.ENERGY blog)", "vllm"),
+        ("vLLM", "not pinned (2024)", "vllm-2024"),
+        ("vLLM", "0.5.3.post1 (GH200)", "vllm-2024"),
+        ("TensorRT-LLM", "0.14.0", "tensorrt-llm"),
+        ("SGLang", "0.4.1", "sglang"),
+    ],
+)
+def test_engine_and_era_names(engine: str, version: str, name: str) -> None:
+    assert engine_name(engine, version) == name
+
+
+def test_an_argonne_row_is_a_static_batch_on_the_polaris_a100() -> None:
+    (row,) = load_rows([ARGONNE]).rows
+    assert row.engine == "vllm-2024" and row.source == "argonne_all_results"
+    assert row.deployment.gpu.name == "a100-sxm-40gb"
+    assert row.deployment.weight_dtype.name == "fp16" and row.deployment.kv_dtype.name == "fp16"
+    assert row.measured == {"total_throughput": 1500.0}
+    (obs,) = observe([row])
+    # 16 x 2048 tokens in a batch that takes seconds on an A100: a few thousand tokens/s
+    assert 500 < obs.predicted < 10_000
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"model_hf_id": "facebook/opt-6.7b"}, "not runnable"),
+        ({"gpu": "MI250"}, "gpu not mapped"),
+        ({"total_tok_s": ""}, "no metric"),
+        ({"batch_size": "many"}, "not a number"),
+        ({"source_id": "somebody_else"}, "not mapped"),
+    ],
+)
+def test_unusable_rows_are_counted_with_their_reason(change: dict[str, str], reason: str) -> None:
+    result = load_rows([{**ARGONNE, **change}])
+    assert not result.rows
+    assert reason in next(iter(result.skipped))
+
+
+def test_a_csv_outside_the_schema_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(SchemaError, match="source_id"):
+        load_csv(path)
