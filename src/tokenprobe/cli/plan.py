@@ -66,6 +66,10 @@ def plan_cmd(
         str | None, typer.Option(help="USD per GPU-hour, e.g. h100-sxm=2.5,h200=3.5")
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Processes (default: one per core)")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(help="Run candidates on a Ray cluster at ADDRESS ('local' starts one)"),
+    ] = None,
     num_requests: Annotated[int, typer.Option(help="Requests per simulation")] = 300,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -89,13 +93,18 @@ def plan_cmd(
 
     req = guarded(build)
     if json_out:
-        result = guarded(lambda: plan(req, workers=workers))
+        result = guarded(lambda: plan(req, workers=workers, ray_address=ray))
         print_json(result.to_dict())
         return
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("simulating candidates", total=len(req.candidates))
         result = guarded(
-            lambda: plan(req, workers=workers, progress=lambda i, n: bar.update(task, completed=i))
+            lambda: plan(
+                req,
+                workers=workers,
+                ray_address=ray,
+                progress=lambda i, n: bar.update(task, completed=i),
+            )
         )
     render_plan(result)
 

@@ -14,11 +14,13 @@ Costs per million tokens split each replica's GPU-hours between input and output
 prefill and decode energy shares the simulation measured at the sustainable rate (prefill work
 is charged to input tokens, decode work to output tokens, as the simulator's energy accounting
 does). The Pareto front is over (output tokens/s per GPU at the sustainable rate, interactivity
-= 1 / p90 TPOT). Candidates run in a process pool (one worker per core by default).
+= 1 / p90 TPOT). Candidates run in a process pool (one worker per core by default) or, for
+searches that outgrow one machine, as Ray tasks on a cluster (`ray_address`).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -268,11 +270,16 @@ def plan(
     req: PlanRequest,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ray_address: str | None = None,
 ) -> Plan:
-    """Evaluate every candidate (in a process pool when workers > 1) and rank the feasible."""
+    """Evaluate every candidate (a process pool when workers > 1, or a Ray cluster when
+    `ray_address` is given: "local" starts one here) and rank the feasible ones."""
     todo: Sequence[Candidate] = req.candidates
+    if ray_address is not None:
+        results = _evaluate_on_ray(req, todo, ray_address, progress)
+        return Plan(req, [_priced(req, o) for o in results])
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
-    results: list[Outcome] = []
+    results = []
     if n_workers <= 1 or len(todo) == 1:
         for i, c in enumerate(todo):
             results.append(evaluate(req, c))
@@ -285,6 +292,37 @@ def plan(
                 if progress:
                     progress(i + 1, len(todo))
     return Plan(req, [_priced(req, o) for o in results])
+
+
+def _evaluate_on_ray(
+    req: PlanRequest,
+    todo: Sequence[Candidate],
+    address: str,
+    progress: Callable[[int, int], None] | None,
+) -> list[Outcome]:
+    """One Ray task per candidate; the workers need tokenprobe installed (optional extra
+    `tokenprobe[ray]` on every node)."""
+    try:
+        ray: Any = importlib.import_module("ray")
+    except ImportError:
+        raise ConfigError("ray", address, "needs Ray: pip install 'tokenprobe[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(
+            address=None if address == "local" else address,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+    remote = ray.remote(_evaluate_one)
+    index = {remote.remote((req, c)): i for i, c in enumerate(todo)}
+    results: list[Outcome | None] = [None] * len(todo)
+    pending = list(index)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        for ref in done:
+            results[index[ref]] = ray.get(ref)
+        if progress:
+            progress(len(todo) - len(pending), len(todo))
+    return [o for o in results if o is not None]
 
 
 def fixed_lengths(input_tokens: int, output_tokens: int) -> tuple[LengthDist, LengthDist]:
