@@ -28,6 +28,7 @@ import statistics
 import time
 from pathlib import Path
 
+from tokenprobe.calibrate.sources import TRT_MODELS
 from tokenprobe.cost import Deployment, kv_capacity_tokens, make_deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate
@@ -37,15 +38,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared/validation"
 CSV = DATA / "trtllm_v0.14_throughput.csv"
 MLENERGY_CSV = DATA / "mlenergy_leaderboard_v3_h100.csv"
 TASK_ISL = {"lm-arena-chat": 1000, "gpqa": 300, "sourcegraph-fim": 2000}
-MODELS = {
-    "Mistral 7B": "mistral-7b",
-    "Mixtral 8x7B": "mixtral-8x7b",
-    "Mixtral 8x22B": "mixtral-8x22b",
-    "LLaMA v3 70B": "llama-3-70b",
-    "LLaMA v3.1 8B": "llama-3.1-8b",
-    "LLaMA v3.1 70B": "llama-3.1-70b",
-    "LLaMA v3.1 405B": "llama-3.1-405b",
-}
+MODELS = TRT_MODELS  # one mapping of the TensorRT-LLM doc's model names (calibrate/sources.py)
 GPUS = {"H200": "h200", "H100": "h100-sxm", "A100-SXM": "a100-sxm-80gb"}
 GPUS |= {"A100-PCIE": "a100-pcie-80gb", "L40S": "l40s"}
 CONFIG = SchedulerConfig(
