@@ -10,7 +10,13 @@ Run folder (written by `write_run` or, as the run goes, by `RunWriter`):
     records.jsonl    one RequestRecord per line, appended and flushed as each request ends
     telemetry.jsonl  one TelemetrySample per line
     timeline.jsonl   one TimelinePoint per line (the simulator's server-side timeline)
+    host.jsonl       one HostSample per line (CPU per core, RAM, network, server process, RAPL)
+    server_metrics.jsonl  one ServerSample per line (the server's own /metrics: queue, KV use)
+    telemetry_notes.json  the sampler's period, missed ticks, gaps and notes (NVML missing...)
     summary.json     `tokenprobe.metrics.summarize(run)` (plus anything the writer adds), at close
+
+host.jsonl, server_metrics.jsonl and telemetry_notes.json exist only for runs that sampled them
+(`bench --telemetry`, `monitor`); a folder without them reads back with empty lists.
 
 `read_run` tolerates a truncated last line of a JSONL file (a killed writer): the line is skipped
 and a note is put in `Run.warnings`. Any other unreadable line raises `SchemaError` naming the
@@ -22,6 +28,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -39,6 +46,9 @@ CONFIG_FILE = "config.json"
 RECORDS_FILE = "records.jsonl"
 TELEMETRY_FILE = "telemetry.jsonl"
 TIMELINE_FILE = "timeline.jsonl"
+HOST_FILE = "host.jsonl"
+SERVER_FILE = "server_metrics.jsonl"
+NOTES_FILE = "telemetry_notes.json"
 SUMMARY_FILE = "summary.json"
 
 
@@ -203,11 +213,79 @@ class TimelinePoint:
         return _from_dict(cls, data, where, _TIMELINE_TYPES)
 
 
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """One reading of the host: CPU per core, RAM, network counters, a process, RAPL energy.
+
+    Units: fractions 0..1 (CPU per core; the process's CPU as a share of ONE core, so 2.0 means
+    two busy cores), bytes (RAM; network counters are cumulative since boot), joules for RAPL (a
+    cumulative counter per zone since the reader opened, wrap-arounds already unrolled).
+    """
+
+    t_s: float
+    cpu_util_per_core: tuple[float, ...] = ()
+    ram_used_bytes: float | None = None
+    ram_total_bytes: float | None = None
+    net_sent_bytes: float | None = None
+    net_recv_bytes: float | None = None
+    process_cpu_util: float | None = None
+    rapl_energy_j: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cpu_util(self) -> float | None:
+        """Mean over cores (0..1), None when per-core figures are missing."""
+        cores = self.cpu_util_per_core
+        return sum(cores) / len(cores) if cores else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cpu_util_per_core"] = list(self.cpu_util_per_core)
+        return {k: v for k, v in out.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "host") -> HostSample:
+        sample = _from_dict(cls, data, where, _HOST_TYPES)
+        cores = sample.cpu_util_per_core
+        if any(_not_number(c) for c in cores):
+            raise SchemaError(where, f"cpu_util_per_core holds a non-number: {cores!r}")
+        rapl = sample.rapl_energy_j
+        if any(not isinstance(k, str) or _not_number(v) for k, v in rapl.items()):
+            raise SchemaError(where, f"rapl_energy_j should map zone names to joules: {rapl!r}")
+        return _replace_cores(sample, tuple(float(c) for c in cores))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSample:
+    """The inference server's own view at `t_s`, scraped from its Prometheus `/metrics`.
+
+    Requests running and waiting (counts), KV-cache use (0..1), preemptions so far (a counter);
+    None where the server does not export the figure. `source` names the server ("vllm",
+    "sglang", "llama.cpp"); `error` says why a scrape failed (then every figure is None).
+    """
+
+    t_s: float
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+    preemptions_total: float | None = None
+    source: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "server") -> ServerSample:
+        return _from_dict(cls, data, where, _SERVER_TYPES)
+
+
 @dataclass(slots=True)
 class Run:
     """A simulated, measured or imported run: config, per-request records and time series.
 
     `duration_s` is the run's length on its clock (None: metrics derive it from the records).
+    `host` and `server` are the host and server-metrics samples on the same clock;
+    `telemetry_notes` what the sampler had to say (period_s, missed_ticks, gaps, notes).
     `warnings` lists what `read_run` had to tolerate (e.g. a truncated last line).
     """
 
@@ -219,6 +297,9 @@ class Run:
     timeline: list[TimelinePoint] = field(default_factory=list)
     duration_s: float | None = None
     warnings: list[str] = field(default_factory=list)
+    host: list[HostSample] = field(default_factory=list)
+    server: list[ServerSample] = field(default_factory=list)
+    telemetry_notes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in RUN_KINDS:
@@ -252,6 +333,20 @@ _TELEMETRY_TYPES: dict[str, tuple[type, ...]] = {
     f.name: (_FLOAT if f.name == "t_s" else _OPT_FLOAT) for f in fields(TelemetrySample)
 }
 _TELEMETRY_TYPES.update({"gpu_index": _OPT_INT, "throttle_reasons": _OPT_INT})
+_HOST_TYPES: dict[str, tuple[type, ...]] = {
+    "t_s": _FLOAT,
+    "cpu_util_per_core": (list, tuple),
+    "ram_used_bytes": _OPT_FLOAT,
+    "ram_total_bytes": _OPT_FLOAT,
+    "net_sent_bytes": _OPT_FLOAT,
+    "net_recv_bytes": _OPT_FLOAT,
+    "process_cpu_util": _OPT_FLOAT,
+    "rapl_energy_j": (dict,),
+}
+_SERVER_TYPES: dict[str, tuple[type, ...]] = {
+    f.name: (_FLOAT if f.name == "t_s" else _OPT_FLOAT) for f in fields(ServerSample)
+}
+_SERVER_TYPES.update({"source": _OPT_STR, "error": _OPT_STR})
 _TIMELINE_TYPES: dict[str, tuple[type, ...]] = {
     "t_s": _FLOAT,
     "batch_size": (int,),
@@ -261,6 +356,23 @@ _TIMELINE_TYPES: dict[str, tuple[type, ...]] = {
     "prefill_tokens": (int,),
     "decode_seqs": (int,),
 }
+
+
+def _not_number(value: object) -> bool:
+    return isinstance(value, bool) or not isinstance(value, float | int) or not math.isfinite(value)
+
+
+def _replace_cores(sample: HostSample, cores: tuple[float, ...]) -> HostSample:
+    return HostSample(
+        t_s=sample.t_s,
+        cpu_util_per_core=cores,
+        ram_used_bytes=sample.ram_used_bytes,
+        ram_total_bytes=sample.ram_total_bytes,
+        net_sent_bytes=sample.net_sent_bytes,
+        net_recv_bytes=sample.net_recv_bytes,
+        process_cpu_util=sample.process_cpu_util,
+        rapl_energy_j=dict(sample.rapl_energy_j),
+    )
 
 
 def _from_dict(
@@ -308,8 +420,10 @@ def _config_doc(run_kind: str, config: Mapping[str, Any], wall_start_s: float) -
 class RunWriter:
     """Append-only writer of a run folder, for runs that are still going.
 
-    config.json is written at construction; `add_record` / `add_telemetry` / `add_timeline`
-    append one JSON line each and flush it, so a killed process keeps every finished request;
+    config.json is written at construction; `add_record` / `add_telemetry` / `add_timeline` /
+    `add_host` / `add_server` append one JSON line each and flush it, so a killed process keeps
+    every finished request (host.jsonl and server_metrics.jsonl are created at their first line;
+    `add_*` may be called from another thread than the records', one line is written at a time);
     `close(summary)` writes summary.json. The summary comes from the caller
     (`tokenprobe.metrics.summarize`), because records sit below metrics in the layering.
     Use as a context manager to close the files even on error (summary.json is then not written).
@@ -326,26 +440,50 @@ class RunWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         _write_json(self.directory / CONFIG_FILE, _config_doc(kind, config, wall_start_s))
         self._files: dict[str, IO[str]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
         for name in (RECORDS_FILE, TELEMETRY_FILE, TIMELINE_FILE):
             self._files[name] = (self.directory / name).open("w", encoding="utf-8")
 
-    def _append(self, name: str, obj: Mapping[str, Any]) -> None:
-        handle = self._files[name]
-        handle.write(_dumps(obj) + "\n")
-        handle.flush()
+    def _append(self, name: str, obj: Mapping[str, Any]) -> bool:
+        """Write one line; False (nothing written) once the writer is closed, so a sampler
+        thread that outlives the run drops its late samples instead of failing."""
+        line = _dumps(obj) + "\n"
+        with self._lock:
+            if self._closed:
+                return False
+            handle = self._files.get(name)
+            if handle is None:  # the optional files appear with their first line
+                handle = self._files[name] = (self.directory / name).open("w", encoding="utf-8")
+            handle.write(line)
+            handle.flush()
+            return True
 
     def add_record(self, record: RequestRecord) -> None:
-        self._append(RECORDS_FILE, record.to_dict())
+        if not self._append(RECORDS_FILE, record.to_dict()):
+            raise ValueError("I/O operation on a closed RunWriter")
 
-    def add_telemetry(self, sample: TelemetrySample) -> None:
-        self._append(TELEMETRY_FILE, sample.to_dict())
+    def add_telemetry(self, sample: TelemetrySample) -> bool:
+        return self._append(TELEMETRY_FILE, sample.to_dict())
 
     def add_timeline(self, point: TimelinePoint) -> None:
         self._append(TIMELINE_FILE, point.to_dict())
 
+    def add_host(self, sample: HostSample) -> bool:
+        return self._append(HOST_FILE, sample.to_dict())
+
+    def add_server(self, sample: ServerSample) -> bool:
+        return self._append(SERVER_FILE, sample.to_dict())
+
+    def write_notes(self, notes: Mapping[str, Any]) -> None:
+        """telemetry_notes.json: the sampler's period, missed ticks, gaps and notes."""
+        _write_json(self.directory / NOTES_FILE, notes)
+
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
-        for handle in self._files.values():
-            handle.close()
+        with self._lock:
+            self._closed = True
+            for handle in self._files.values():
+                handle.close()
         if summary is not None:
             _write_json(self.directory / SUMMARY_FILE, summary)
 
@@ -353,9 +491,11 @@ class RunWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for handle in self._files.values():
-            if not handle.closed:
-                handle.close()
+        with self._lock:
+            self._closed = True
+            for handle in self._files.values():
+                if not handle.closed:
+                    handle.close()
 
 
 def write_run(run: Run, directory: str | Path, summary: Mapping[str, Any] | None = None) -> Path:
@@ -367,8 +507,28 @@ def write_run(run: Run, directory: str | Path, summary: Mapping[str, Any] | None
             writer.add_telemetry(sample)
         for point in run.timeline:
             writer.add_timeline(point)
+        for host in run.host:
+            writer.add_host(host)
+        for server in run.server:
+            writer.add_server(server)
+        if run.telemetry_notes:
+            writer.write_notes(run.telemetry_notes)
         writer.close(summary)
     return Path(directory)
+
+
+def update_run_folder(
+    directory: str | Path, run: Run, summary: Mapping[str, Any] | None = None
+) -> Path:
+    """Rewrite config.json (from `run.config`), telemetry_notes.json (when `run` has notes) and
+    summary.json (when given) of a folder whose lines were written live by a RunWriter."""
+    root = Path(directory)
+    _write_json(root / CONFIG_FILE, _config_doc(run.kind, run.config, run.wall_start_s))
+    if run.telemetry_notes:
+        _write_json(root / NOTES_FILE, run.telemetry_notes)
+    if summary is not None:
+        _write_json(root / SUMMARY_FILE, summary)
+    return root
 
 
 # ---------------------------------------------------------------- reading
@@ -428,6 +588,23 @@ def read_summary(directory: str | Path) -> dict[str, Any] | None:
     return doc
 
 
+def _read_notes(directory: Path, warnings: list[str]) -> dict[str, Any]:
+    """telemetry_notes.json, or {} when absent; an unreadable one is a warning, not an error
+    (the notes describe the run, they are not the run)."""
+    path = directory / NOTES_FILE
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        warnings.append(f"{path}: unreadable ({exc}); telemetry notes ignored")
+        return {}
+    if not isinstance(doc, dict):
+        warnings.append(f"{path}: not a JSON object; telemetry notes ignored")
+        return {}
+    return doc
+
+
 def read_run(directory: str | Path) -> Run:
     """Read a run folder back into a Run (see the module docstring for what is tolerated)."""
     root = Path(directory)
@@ -436,6 +613,9 @@ def read_run(directory: str | Path) -> Run:
     records = _read_jsonl(root / RECORDS_FILE, RequestRecord.from_dict, warnings)
     telemetry = _read_jsonl(root / TELEMETRY_FILE, TelemetrySample.from_dict, warnings)
     timeline = _read_jsonl(root / TIMELINE_FILE, TimelinePoint.from_dict, warnings)
+    host = _read_jsonl(root / HOST_FILE, HostSample.from_dict, warnings)
+    server = _read_jsonl(root / SERVER_FILE, ServerSample.from_dict, warnings)
+    notes = _read_notes(root, warnings)
     summary = read_summary(root)
     duration = summary.get("duration_s") if summary else None
     if summary is None:
@@ -449,4 +629,7 @@ def read_run(directory: str | Path) -> Run:
         timeline=timeline,
         duration_s=float(duration) if isinstance(duration, int | float) else None,
         warnings=warnings,
+        host=host,
+        server=server,
+        telemetry_notes=notes,
     )

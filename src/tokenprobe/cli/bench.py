@@ -1,6 +1,7 @@
 """`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in
 `vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
-summary (metrics.summarize plus the client's own figures) on stdout.
+summary (metrics.summarize plus the client's own figures) on stdout. `--telemetry` samples the
+GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.bench`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from tokenprobe.bench import TelemetryConfig, run_measured, telemetry_summary
 from tokenprobe.cli.app import app, console, err_console, guarded, print_json
 from tokenprobe.errors import ConfigError
-from tokenprobe.loadgen import BenchConfig, bench_summary, run_bench, sweep_configs
+from tokenprobe.loadgen import BenchConfig, bench_summary, sweep_configs
 from tokenprobe.loadgen.importers import import_runs
 from tokenprobe.loadgen.selftest import run_self_test
 from tokenprobe.records import RequestRecord, Run, write_run
@@ -68,12 +70,14 @@ class Progress:
         return table
 
 
-def _run_one(config: BenchConfig, show_progress: bool) -> Run:
+def _run_one(
+    config: BenchConfig, show_progress: bool, telemetry: TelemetryConfig | None = None
+) -> Run:
     progress = Progress(config.num_requests)
     if not show_progress:
-        return run_bench(config)
+        return run_measured(config, telemetry)
     with Live(progress, console=err_console, refresh_per_second=4, transient=True):
-        return run_bench(config, progress)
+        return run_measured(config, telemetry, progress)
 
 
 def _interrupted(out: str) -> typer.Exit:
@@ -107,6 +111,24 @@ def bench_cmd(
     self_test: Annotated[
         bool, typer.Option(help="Measure this client's ceiling (--duration-s per phase)")
     ] = False,
+    telemetry: Annotated[
+        bool, typer.Option(help="Sample GPUs, host and the server's /metrics on the run's clock")
+    ] = False,
+    telemetry_period_s: Annotated[float, typer.Option(help="Sampling period (s)")] = 0.1,
+    server_metrics_url: Annotated[
+        str | None, typer.Option(help="Server's Prometheus URL (default: /metrics beside --url)")
+    ] = None,
+    server_pid: Annotated[int | None, typer.Option(help="Sample this server process's CPU")] = None,
+    server_load_s: Annotated[
+        float | None,
+        typer.Option(help="With --telemetry: server launch-to-ready time (s), for diagnose"),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="With --telemetry: the server's GPU (catalog name)")
+    ] = None,
+    catalog_model: Annotated[
+        str | None, typer.Option(help="With --telemetry: catalog model, if --model is not one")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
@@ -145,17 +167,28 @@ def bench_cmd(
         return sweep_configs(base, field, values)
 
     configs = guarded(make)
+    sampling = (
+        guarded(
+            lambda: TelemetryConfig(
+                telemetry_period_s, server_metrics_url, server_pid, server_load_s
+            )
+        )
+        if telemetry
+        else None
+    )
     summaries: list[dict[str, Any]] = []
     for config in configs:
 
         def one(c: BenchConfig = config) -> Run:
-            return _run_one(c, show_progress=not json_out)
+            return _run_one(c, show_progress=not json_out, telemetry=sampling)
 
         try:
             run = guarded(one)
         except KeyboardInterrupt:
             raise _interrupted(config.out or out) from None
         summary = bench_summary(run, slo_ttft_s, slo_tpot_s)
+        if sampling is not None:
+            summary = {**summary, **_telemetry_part(run)}
         summaries.append({"out": config.out, **summary} if sweep else summary)
         if not json_out:
             _render_summary(summary, config.out or out)
@@ -190,6 +223,11 @@ def bench_import_cmd(
         _render_summary(summary, folder)
 
 
+def _telemetry_part(run: Run) -> dict[str, Any]:
+    full = telemetry_summary(run)
+    return {k: full[k] for k in ("telemetry", "energy") if k in full}
+
+
 def _print(data: dict[str, Any], json_out: bool, render: Any) -> None:
     if json_out:
         print_json(data)
@@ -215,6 +253,14 @@ def _render_summary(s: dict[str, Any], out: str) -> None:
     console.print(table)
     errors = ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "none"
     rps, tps = s["requests_per_s"], s["output_tokens_per_s"]
+    if "telemetry" in s:
+        t = s["telemetry"]
+        console.print(
+            f"telemetry: {t['gpu_samples']} GPU, {t['host_samples']} host and "
+            f"{t['server_samples']} server-metrics samples"
+        )
+        for note in t["notes"]:
+            err_console.print(f"note: {note}", highlight=False)
     console.print(
         f"completed {s['completed']}, failed {s['failed']} ({errors}); "
         f"{rps or 0:.2f} req/s, {tps or 0:.1f} output tok/s over {s['duration_s']:.2f} s; "

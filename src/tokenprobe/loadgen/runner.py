@@ -42,15 +42,20 @@ from tokenprobe.units import now_s, wall_s
 
 _T = TypeVar("_T")
 OnRecord = Callable[[RequestRecord], None]
+# called once, right after the measurement clock restarts: (t0_s on units.now_s, the Run being
+# filled, its RunWriter or None); `tokenprobe.bench` starts its telemetry there, on the same clock
+OnStart = Callable[[float, Run, RunWriter | None], None]
 POOL_FOR_DURATION = 1024  # distinct synthetic prompts prepared for a closed-loop timed run
 MAX_POOL = 4096
 PREFLIGHT_TIMEOUT_S = 30.0
 SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
 
 
-def run_bench(config: BenchConfig, on_record: OnRecord | None = None) -> Run:
+def run_bench(
+    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+) -> Run:
     """Run one measurement (blocking); see `run_bench_async`."""
-    return run_blocking(run_bench_async(config, on_record))
+    return run_blocking(run_bench_async(config, on_record, on_start))
 
 
 def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -64,7 +69,9 @@ def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
     return box[0]
 
 
-async def run_bench_async(config: BenchConfig, on_record: OnRecord | None = None) -> Run:
+async def run_bench_async(
+    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+) -> Run:
     """Measure the server of `config`; the Run's records are the measured requests only."""
     target = Target(
         base_url=config.url,
@@ -89,7 +96,7 @@ async def run_bench_async(config: BenchConfig, on_record: OnRecord | None = None
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
         }
-        return await _measure(config, client, pool, run_config, on_record)
+        return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
 async def preflight(client: StreamClient) -> None:
@@ -184,6 +191,7 @@ async def _measure(
     pool: list[PromptItem],
     run_config: dict[str, Any],
     on_record: OnRecord | None,
+    on_start: OnStart | None = None,
 ) -> Run:
     client.t0_s = now_s()
     run = Run(kind="measured", config=run_config, wall_start_s=wall_s())
@@ -197,6 +205,8 @@ async def _measure(
             on_record(record)
 
     try:
+        if on_start is not None:
+            on_start(client.t0_s, run, writer)
 
         def spec(i: int) -> RequestSpec:
             return _spec(config, pool, i, "")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tokenprobe.diagnose import diagnose
+from tokenprobe.errors import TokenprobeError
 from tokenprobe.records import Run
 from tokenprobe.report.compare import METRICS, compare_row, comparison_figure, tpot_curves
+from tokenprobe.report.diagnosis_figs import diagnosis_sections
 from tokenprobe.report.estimate_figs import SHARES, estimate_figures
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import Figure
@@ -184,8 +187,12 @@ def _finding_text(f: Any) -> str:
     return str(f)
 
 
-def run_sections(run: Run, summary: dict[str, Any], name: str = "") -> list[Section]:
-    """A run's configuration, summary, latency table, figures and (when present) findings."""
+def run_sections(
+    run: Run, summary: dict[str, Any], name: str = "", diagnosis: dict[str, Any] | None = None
+) -> list[Section]:
+    """A run's configuration, summary, latency table, figures, and its diagnosis (`diagnosis`, a
+    `Diagnosis.to_dict()`, else made here with the prediction; a summary's own "findings" when
+    no diagnosis can be made)."""
     figs = run_figures(run, summary)
     notes = list(run.warnings)
     sections = [
@@ -215,10 +222,26 @@ def run_sections(run: Run, summary: dict[str, Any], name: str = "") -> list[Sect
                 figures={k: v for k, v in figs.items() if k == "run_energy"},
             )
         )
-    findings = summary.get("findings")
-    if isinstance(findings, list) and findings:
-        sections.append(Section("Diagnosis", notes=[_finding_text(f) for f in findings]))
+    if diagnosis is None:
+        diagnosis, note = _diagnose(run)
+        if note:
+            notes.append(note)
+    if diagnosis is not None:
+        sections.extend(diagnosis_sections(diagnosis, run))
+    else:
+        findings = summary.get("findings")
+        if isinstance(findings, list) and findings:
+            sections.append(Section("Diagnosis", notes=[_finding_text(f) for f in findings]))
     return sections
+
+
+def _diagnose(run: Run) -> tuple[dict[str, Any] | None, str | None]:
+    """The run's diagnosis, with measured vs predicted for a measured or imported run (a
+    simulated run is itself a prediction), or None and why."""
+    try:
+        return diagnose(run, predict=run.kind != "simulated").to_dict(), None
+    except TokenprobeError as exc:
+        return None, f"no diagnosis: {exc}"
 
 
 def compare_sections(labelled: list[tuple[str, dict[str, Any]]]) -> list[Section]:

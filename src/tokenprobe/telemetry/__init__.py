@@ -7,17 +7,18 @@ logs into the same `TelemetrySample`s; `exporter.py` serves them to Prometheus.
 
 from __future__ import annotations
 
+from tokenprobe.records import HOST_FILE, NOTES_FILE
 from tokenprobe.telemetry.host import HostReader, HostSample, RaplReader
 from tokenprobe.telemetry.nvidia_smi_csv import CsvImport, parse_nvidia_smi_csv, read_nvidia_smi_csv
 from tokenprobe.telemetry.nvml import GpuReading, NvmlGpus
+from tokenprobe.telemetry.prometheus_text import server_sample
 from tokenprobe.telemetry.sampler import (
     DEFAULT_PERIOD_S,
-    HOST_FILE,
-    NOTES_FILE,
     Gap,
     HostLog,
     Sampler,
     make_sampler,
+    notes_doc,
     open_gpus,
     write_notes,
 )
@@ -36,8 +37,10 @@ __all__ = [
     "RaplReader",
     "Sampler",
     "make_sampler",
+    "notes_doc",
     "open_gpus",
     "parse_nvidia_smi_csv",
     "read_nvidia_smi_csv",
+    "server_sample",
     "write_notes",
 ]

@@ -1,9 +1,9 @@
 """Host counters through psutil, and RAPL CPU/DRAM energy from /sys/class/powercap.
 
-`HostSample` is kept here, beside its reader, because `records.TelemetrySample` describes one GPU
-and has no host fields yet (the report asks for them in records.py). Units: fractions 0..1 (CPU per
-core, the process's CPU as a share of ONE core, so 2.0 means two busy cores), bytes, and joules
-for RAPL (a cumulative counter since the reader opened, wrap-arounds already unrolled).
+The reader fills `records.HostSample` (the run folder's host.jsonl; re-exported here). Units:
+fractions 0..1 (CPU per core, the process's CPU as a share of ONE core, so 2.0 means two busy
+cores), bytes, and joules for RAPL (a cumulative counter since the reader opened, wrap-arounds
+already unrolled).
 
 RAPL zones are read from `<root>/intel-rapl:*` (and nested `intel-rapl:*:*`): `name` says
 "package-0", "dram", "core"...; `energy_uj` is a µJ counter that wraps at `max_energy_range_uj`.
@@ -12,41 +12,18 @@ Since Linux 5.10 `energy_uj` is readable by root only; an unreadable tree gives 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil  # type: ignore[import-untyped]  # no stubs in the dev deps
 
+from tokenprobe.records import HostSample
 from tokenprobe.units import MICRO
+
+__all__ = ["POWERCAP_ROOT", "HostReader", "HostSample", "RaplReader"]
 
 PERCENT = 0.01
 POWERCAP_ROOT = Path("/sys/class/powercap")
-
-
-@dataclass(frozen=True, slots=True)
-class HostSample:
-    """One reading of the host: CPU per core, RAM, network counters, a process, RAPL energy."""
-
-    t_s: float
-    cpu_util_per_core: tuple[float, ...] = ()
-    ram_used_bytes: float | None = None
-    ram_total_bytes: float | None = None
-    net_sent_bytes: float | None = None
-    net_recv_bytes: float | None = None
-    process_cpu_util: float | None = None
-    rapl_energy_j: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def cpu_util(self) -> float | None:
-        """Mean over cores (0..1), None when per-core figures are missing."""
-        cores = self.cpu_util_per_core
-        return sum(cores) / len(cores) if cores else None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["cpu_util_per_core"] = list(self.cpu_util_per_core)
-        return {k: v for k, v in out.items() if v is not None}
 
 
 @dataclass(slots=True)

@@ -18,7 +18,8 @@ dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting
     DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask
 
 `server_sample(text, t_s)` reads an inference server's own view of queueing and capacity (vLLM,
-SGLang, llama.cpp `/metrics`): running and waiting requests, KV-cache usage (0..1), preemptions.
+SGLang, llama.cpp `/metrics`): running and waiting requests, KV-cache usage (0..1), preemptions,
+as a `records.ServerSample` (the run folder's server_metrics.jsonl).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenprobe.records import TelemetrySample
+from tokenprobe.records import ServerSample, TelemetrySample
 from tokenprobe.units import MEGA, MILLI, MiB
 
 _LINE = re.compile(
@@ -149,22 +150,6 @@ def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
         replace(TelemetrySample(t_s=t_s, gpu_index=index), **values)
         for index, values in sorted(per_gpu.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class ServerSample:
-    """The server's own view at `t_s`: requests running and waiting, KV-cache use (0..1),
-    preemptions so far (a counter). None where the server does not export the figure."""
-
-    t_s: float
-    requests_running: float | None = None
-    requests_waiting: float | None = None
-    kv_cache_usage: float | None = None
-    preemptions_total: float | None = None
-    source: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 # metric -> (ServerSample field, server); all are already ratios or counts

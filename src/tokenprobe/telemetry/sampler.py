@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, TelemetryError
-from tokenprobe.records import TelemetrySample
-from tokenprobe.telemetry.host import HostReader, HostSample
+from tokenprobe.records import HOST_FILE, NOTES_FILE, HostSample, TelemetrySample
+from tokenprobe.telemetry.host import HostReader
 from tokenprobe.telemetry.nvml import GpuReading, NvmlGpus
 from tokenprobe.units import now_s
 
@@ -80,9 +80,9 @@ class Sampler:
         host: HostReader | None,
         period_s: float = DEFAULT_PERIOD_S,
         t0_s: float | None = None,
-        on_sample: Callable[[TelemetrySample], None] | None = None,
+        on_sample: Callable[[TelemetrySample], object] | None = None,
         notes: list[str] | None = None,
-        on_host_sample: Callable[[HostSample], None] | None = None,
+        on_host_sample: Callable[[HostSample], object] | None = None,
     ) -> None:
         if not period_s > 0:
             raise ConfigError("period_s", period_s, "a positive number of seconds, e.g. 0.1")
@@ -214,8 +214,8 @@ def make_sampler(
     t0_s: float | None = None,
     pid: int | None = None,
     host: bool = True,
-    on_sample: Callable[[TelemetrySample], None] | None = None,
-    on_host_sample: Callable[[HostSample], None] | None = None,
+    on_sample: Callable[[TelemetrySample], object] | None = None,
+    on_host_sample: Callable[[HostSample], object] | None = None,
 ) -> Sampler:
     """A sampler over every GPU NVML sees (host-only with a note when it sees none) and the host."""
     gpus, notes = open_gpus()
@@ -231,12 +231,20 @@ def make_sampler(
     )
 
 
-# ---------------------------------------------------------------- files beside a run folder
-# records.py's run folder has no place for host samples, gaps and notes yet; until it does they
-# are written next to telemetry.jsonl under these names (read_run ignores them).
+# ---------------------------------------------------------------- files of a run folder
+# host.jsonl and telemetry_notes.json are part of the run folder (records.py; read_run reads them).
 
-HOST_FILE = "host.jsonl"
-NOTES_FILE = "telemetry_notes.json"
+
+def notes_doc(sampler: Sampler, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The sampler's period, missed ticks, gaps and notes (plus `extra`): telemetry_notes.json."""
+    doc: dict[str, Any] = {
+        "period_s": sampler.period_s,
+        "missed_ticks": sampler.missed_ticks,
+        "gaps": [g.to_dict() for g in sampler.gaps],
+        "notes": list(sampler.notes),
+    }
+    doc.update(extra or {})
+    return doc
 
 
 class HostLog:
@@ -257,13 +265,7 @@ def write_notes(
     directory: str | Path, sampler: Sampler, extra: dict[str, Any] | None = None
 ) -> Path:
     """<directory>/telemetry_notes.json: period, missed ticks, gaps and notes (plus `extra`)."""
-    doc: dict[str, Any] = {
-        "period_s": sampler.period_s,
-        "missed_ticks": sampler.missed_ticks,
-        "gaps": [g.to_dict() for g in sampler.gaps],
-        "notes": list(sampler.notes),
-    }
-    doc.update(extra or {})
+    doc = notes_doc(sampler, extra)
     path = Path(directory) / NOTES_FILE
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return path

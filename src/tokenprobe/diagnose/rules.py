@@ -1,0 +1,59 @@
+"""The rules of the diagnosis (seed 000's troubleshooting tree, seed 003 §6's power patterns).
+
+Each rule reads `Signals` (and the cost model's view when the run names a catalog model and GPU)
+and returns a `Verdict`: fired with a `Finding` (evidence = the numbers it decided on), clear, or
+skipped for lack of data. Thresholds are named in context.py; "busy" means at least one request
+in flight.
+
+- memory-bandwidth-bound: GPU busy ≥ BUSY_UTIL, power ≤ LOW_POWER_OF_TDP of TDP, and memory
+  busy (NVML memory utilization ≥ MEM_UTIL_HIGH, or the cost model's memory share ≥ 0.5).
+- compute-bound: GPU busy, and power ≥ HIGH_POWER_OF_TDP of TDP or compute share ≥ 0.5.
+- KV-capacity-bound: KV use ≥ KV_FULL for ≥ KV_FULL_SHARE of busy time, with preemptions,
+  timeouts or requests waiting ≥ QUEUE_SHARE of busy time.
+- CPU-bound: GPU utilization ≤ GPU_IDLE_UTIL while busy (or no GPU at all), with the host CPU
+  ≥ CPU_SATURATED on average or the server process ≥ PROCESS_PEGGED of a core for ≥ half of the
+  busy time.
+- communication-bound: more than one GPU, and a communication share ≥ COMM_SHARE in the cost
+  model, or PCIe traffic ≥ PCIE_BUSY of the host link.
+- bursty arrivals: dispersion index var/mean of arrivals per window ≥ BURSTY_DISPERSION (Poisson
+  gives 1), with power per window following the arrivals (correlation ≥ POWER_CORR at lag 0 or
+  1 window) when power is known.
+- throttling: NVML power/thermal throttle reasons in ≥ THROTTLE_SHARE of samples, or the SM clock
+  of the last fifth of busy samples ≥ CLOCK_DROP below the first fifth.
+- idle waste: static power x window ≥ STATIC_SHARE of the run energy (static power: the energy
+  join's idle baseline when measured with no request in flight, else the catalog's idle power).
+- loading vs generation: a recorded `server_load_s` in the run config, or the first requests'
+  TTFT ≥ COLD_FACTOR × the rest's median (and ≥ COLD_MIN_S above it): loading is reported as its
+  own fault domain, apart from generation.
+"""
+
+from __future__ import annotations
+
+from tokenprobe.diagnose.context import Context, Rule
+from tokenprobe.diagnose.rules_gpu import (
+    communication_bound,
+    compute_bound,
+    idle_waste,
+    memory_bandwidth_bound,
+    throttling,
+)
+from tokenprobe.diagnose.rules_load import (
+    bursty_arrivals,
+    cpu_bound,
+    kv_capacity_bound,
+    loading_vs_generation,
+)
+
+RULES: dict[str, Rule] = {
+    "memory-bandwidth-bound": memory_bandwidth_bound,
+    "compute-bound": compute_bound,
+    "kv-capacity-bound": kv_capacity_bound,
+    "cpu-bound": cpu_bound,
+    "communication-bound": communication_bound,
+    "bursty-arrivals": bursty_arrivals,
+    "throttling": throttling,
+    "idle-waste": idle_waste,
+    "slow-loading": loading_vs_generation,
+}
+
+__all__ = ["RULES", "Context", "Rule"]

@@ -1,0 +1,194 @@
+"""Rules about the GPU itself: memory-bandwidth-bound, compute-bound, communication-bound,
+throttling and idle waste (thresholds and their meaning: rules.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenprobe.diagnose.context import (
+    BUSY_UTIL,
+    CLOCK_DROP,
+    COMM_SHARE,
+    HIGH_POWER_OF_TDP,
+    LOW_POWER_OF_TDP,
+    MEM_UTIL_HIGH,
+    PCIE_BUSY,
+    POWER_THERMAL_BITS,
+    STATIC_SHARE,
+    THROTTLE_SHARE,
+    Context,
+    gpu_load,
+    mem_evidence,
+    rounded,
+)
+from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
+from tokenprobe.energy_join import EnergyReport
+
+
+def memory_bandwidth_bound(ctx: Context) -> Verdict:
+    util, power_ratio, why = gpu_load(ctx)
+    name = "memory-bandwidth-bound"
+    if util is None or power_ratio is None:
+        return Verdict(name, "skipped", why or "")
+    mem, mem_source = mem_evidence(ctx)
+    evidence: Evidence = {
+        "gpu_util_busy": rounded(util),
+        "power_of_tdp_busy": rounded(power_ratio),
+        "tdp_w": ctx.sig.gpu.tdp_w if ctx.sig.gpu else None,
+        "memory_figure": rounded(mem),
+        "memory_figure_source": mem_source,
+    }
+    if mem is None:
+        return Verdict(name, "skipped", "no memory utilization and no cost-model view")
+    fired = util >= BUSY_UTIL and power_ratio <= LOW_POWER_OF_TDP and mem >= MEM_UTIL_HIGH
+    if not fired:
+        return Verdict(
+            name, "clear", f"util {util:.0%}, power {power_ratio:.0%} of TDP, memory {mem:.0%}"
+        )
+    finding = Finding(
+        name,
+        "warning",
+        f"GPU busy {util:.0%} of the time at only {power_ratio:.0%} of TDP with memory at "
+        f"{mem:.0%}: decode streams weights and KV from HBM faster than it computes",
+        evidence,
+        "Batch more sequences per step (concurrency, max_num_seqs) so each weight read serves more "
+        "tokens; quantize weights or the KV cache (fp8/int4); or pick a GPU with more HBM "
+        "bandwidth. A lower power cap costs little speed here.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def compute_bound(ctx: Context) -> Verdict:
+    util, power_ratio, why = gpu_load(ctx)
+    name = "compute-bound"
+    if util is None or power_ratio is None:
+        return Verdict(name, "skipped", why or "")
+    compute = ctx.cost.shares["compute"] if ctx.cost is not None else None
+    evidence: Evidence = {
+        "gpu_util_busy": rounded(util),
+        "power_of_tdp_busy": rounded(power_ratio),
+        "compute_share_cost_model": rounded(compute),
+    }
+    heavy = power_ratio >= HIGH_POWER_OF_TDP or (compute is not None and compute >= 0.5)
+    if not (util >= BUSY_UTIL and heavy):
+        return Verdict(name, "clear", f"util {util:.0%}, power {power_ratio:.0%} of TDP")
+    finding = Finding(
+        name,
+        "info",
+        f"GPU busy {util:.0%} of the time at {power_ratio:.0%} of TDP: the tensor cores are the "
+        "limit (prefill-heavy or large batches)",
+        evidence,
+        "Larger batches no longer help: use fp8 compute, a faster GPU or more tensor parallelism, "
+        "or cut prefill work (prefix caching, shorter prompts).",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def communication_bound(ctx: Context) -> Verdict:
+    sig, name = ctx.sig, "communication-bound"
+    if sig.num_gpus <= 1:
+        return Verdict(name, "clear", "one GPU: no GPU-to-GPU traffic")
+    comm = ctx.cost.shares["communication"] if ctx.cost is not None else None
+    pcie = sig.pcie_bytes_per_s.mean(busy_only=True) if sig.pcie_bytes_per_s else None
+    link = sig.gpu.pcie_bytes_per_s * 2 if sig.gpu is not None else None
+    pcie_share = pcie / link if pcie is not None and link else None
+    if comm is None and pcie_share is None:
+        return Verdict(name, "skipped", "no cost-model view and no PCIe counters")
+    evidence: Evidence = {
+        "num_gpus": sig.num_gpus,
+        "communication_share_cost_model": rounded(comm),
+        "pcie_bytes_per_s_busy": rounded(pcie, 0),
+        "pcie_share_of_link": rounded(pcie_share),
+    }
+    if not ((comm or 0.0) >= COMM_SHARE or (pcie_share or 0.0) >= PCIE_BUSY):
+        return Verdict(name, "clear", f"communication {comm or 0:.0%} of step time")
+    finding = Finding(
+        name,
+        "warning",
+        f"{sig.num_gpus} GPUs spend {comm or 0:.0%} of each step communicating"
+        + (f", PCIe at {pcie_share:.0%} of the link" if pcie_share is not None else ""),
+        evidence,
+        "Use fewer GPUs per replica (data-parallel replicas instead of tensor parallelism), "
+        "NVLink-connected GPUs, or pipeline parallelism across PCIe.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def throttling(ctx: Context) -> Verdict:
+    sig, name = ctx.sig, "throttling"
+    if sig.throttle is None and sig.sm_clock_hz is None:
+        return Verdict(name, "skipped", "no throttle reasons or SM clocks recorded")
+    share = None
+    if sig.throttle is not None:
+        bits = sig.throttle.value.astype(np.int64)
+        share = sig.throttle.share((bits & POWER_THERMAL_BITS) != 0)
+    drop = None
+    clocks = sig.sm_clock_hz
+    if clocks is not None and int(clocks.busy.sum()) >= 10:
+        busy = clocks.value[clocks.busy]
+        fifth = max(busy.size // 5, 1)
+        first, last = float(np.median(busy[:fifth])), float(np.median(busy[-fifth:]))
+        drop = (first - last) / first if first > 0 else None
+    evidence: Evidence = {
+        "throttled_sample_share": rounded(share),
+        "sm_clock_drop_fraction": rounded(drop),
+    }
+    if (share or 0.0) < THROTTLE_SHARE and (drop or 0.0) < CLOCK_DROP:
+        return Verdict(
+            name, "clear", f"throttled {share or 0:.0%} of samples, clock drop {drop or 0:.0%}"
+        )
+    finding = Finding(
+        name,
+        "warning",
+        f"Power/thermal throttling in {share or 0:.0%} of samples; SM clock fell {drop or 0:.0%} "
+        "from the first to the last fifth of the busy time",
+        evidence,
+        "Clocks are held down by power or temperature: check cooling, airflow and the power limit "
+        "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); quote the throttled throughput as the "
+        "sustained one.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def _static_w(ctx: Context, e: EnergyReport) -> tuple[float, str]:
+    """The static power of all GPUs: the measured idle baseline when the run had idle stretches,
+    else the catalog's idle power x GPUs (a percentile of power in a saturated run is busy power,
+    not static power; a GPU log without request records has no idle stretch to measure), else
+    that percentile."""
+    if e.idle_baseline_method == "no request in flight" and ctx.run.records:
+        return e.idle_baseline_w, "measured with no request in flight"
+    gpu = ctx.sig.gpu
+    if gpu is not None:
+        return (
+            gpu.idle_w * ctx.sig.num_gpus,
+            f"catalog idle power of {gpu.name} x {ctx.sig.num_gpus}",
+        )
+    return e.idle_baseline_w, e.idle_baseline_method
+
+
+def idle_waste(ctx: Context) -> Verdict:
+    name, e = "idle-waste", ctx.energy
+    if e is None or e.energy_j <= 0:
+        return Verdict(name, "skipped", "no power samples or timeline: no energy join")
+    static_w, method = _static_w(ctx, e)
+    share = min(static_w * e.window_s * e.coverage / e.energy_j, 1.0)
+    evidence: Evidence = {
+        "static_share": rounded(share),
+        "static_power_w": rounded(static_w, 1),
+        "static_power_method": method,
+        "energy_j": rounded(e.energy_j, 1),
+        "idle_time_energy_j": rounded(e.idle_time_energy_j, 1),
+        "idle_time_energy_share": rounded(e.idle_time_energy_j / e.energy_j),
+    }
+    if share < STATIC_SHARE:
+        return Verdict(name, "clear", f"static power {share:.0%} of the energy")
+    finding = Finding(
+        name,
+        "warning",
+        f"{share:.0%} of the run's energy is static power ({static_w:.0f} W, {method}): the "
+        "GPUs mostly wait",
+        evidence,
+        "Consolidate the load onto fewer GPUs, scale down when idle, or batch requests: J/token "
+        "falls as utilization rises.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)

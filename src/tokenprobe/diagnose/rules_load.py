@@ -1,0 +1,202 @@
+"""Rules about the load and the host: KV-capacity-bound, CPU-bound, bursty arrivals, and
+loading vs generation (thresholds and their meaning: rules.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenprobe.diagnose.context import (
+    ARRIVAL_WINDOWS,
+    BURSTY_DISPERSION,
+    COLD_FACTOR,
+    COLD_MIN_S,
+    COLD_REQUESTS,
+    CPU_SATURATED,
+    GPU_IDLE_UTIL,
+    KV_FULL,
+    KV_FULL_SHARE,
+    MIN_ARRIVALS,
+    POWER_CORR,
+    PROCESS_PEGGED,
+    QUEUE_SHARE,
+    Context,
+    rounded,
+)
+from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
+from tokenprobe.diagnose.signals import Signals
+
+
+def kv_capacity_bound(ctx: Context) -> Verdict:
+    sig, name = ctx.sig, "kv-capacity-bound"
+    if sig.kv_usage is None:
+        return Verdict(name, "skipped", "no KV-cache usage (server metrics or simulator timeline)")
+    full_share = sig.kv_usage.share(sig.kv_usage.value >= KV_FULL, busy_only=True) or 0.0
+    peak = float(sig.kv_usage.value.max())
+    waiting = sig.waiting.share(sig.waiting.value > 0, busy_only=True) if sig.waiting else None
+    preempt = sig.preemptions or 0
+    evidence: Evidence = {
+        "kv_usage_peak": rounded(peak),
+        "kv_full_share_busy": rounded(full_share),
+        "queue_nonempty_share_busy": rounded(waiting),
+        "preemptions": sig.preemptions,
+        "timeouts": sig.timeouts,
+    }
+    pressure = preempt > 0 or sig.timeouts > 0 or (waiting or 0.0) >= QUEUE_SHARE
+    if not (full_share >= KV_FULL_SHARE and pressure):
+        return Verdict(name, "clear", f"KV peak {peak:.0%}, full {full_share:.0%} of busy time")
+    finding = Finding(
+        name,
+        "critical" if preempt > 0 or sig.timeouts > 0 else "warning",
+        f"KV cache ≥ {KV_FULL:.0%} full for {full_share:.0%} of the busy time, with "
+        f"{preempt} preemptions, {sig.timeouts} timeouts, a queue {waiting or 0:.0%} of the time",
+        evidence,
+        "Make room for KV: fp8 KV cache, lower-precision weights, a higher gpu_memory_utilization, "
+        "more GPUs per replica, a shorter max context; or admit fewer sequences (max_num_seqs) so "
+        "they stop evicting each other.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def cpu_bound(ctx: Context) -> Verdict:
+    sig, name = ctx.sig, "cpu-bound"
+    if sig.cpu_util is None and sig.process_cpu is None:
+        return Verdict(name, "skipped", "no host samples")
+    cpu = sig.cpu_util.mean(busy_only=True) if sig.cpu_util else None
+    pegged = (
+        sig.process_cpu.share(sig.process_cpu.value >= PROCESS_PEGGED, busy_only=True)
+        if sig.process_cpu
+        else None
+    )
+    gpu_util = sig.gpu_util.mean(busy_only=True) if sig.gpu_util else None
+    evidence: Evidence = {
+        "host_cpu_util_busy": rounded(cpu),
+        "server_process_pegged_share_busy": rounded(pegged),
+        "server_process_cpu_busy": rounded(
+            sig.process_cpu.mean(busy_only=True) if sig.process_cpu else None
+        ),
+        "gpu_util_busy": rounded(gpu_util),
+        "gpu_source": sig.gpu_source,
+    }
+    saturated = (cpu or 0.0) >= CPU_SATURATED or (pegged or 0.0) >= 0.5
+    gpu_idle = gpu_util is None or gpu_util <= GPU_IDLE_UTIL
+    if not (saturated and gpu_idle):
+        gpu_text = "no GPU" if gpu_util is None else f"GPU busy {gpu_util:.0%}"
+        return Verdict(
+            name, "clear", f"host CPU {cpu or 0:.0%}, process pegged {pegged or 0:.0%}, {gpu_text}"
+        )
+    gpu_text = "no GPU in the run" if gpu_util is None else f"GPU busy only {gpu_util:.0%}"
+    finding = Finding(
+        name,
+        "warning",
+        f"{gpu_text} while the host CPU is at {cpu or 0:.0%} and the server process holds a full "
+        f"core {pegged or 0:.0%} of the busy time",
+        evidence,
+        "The host is the bottleneck: give the server more CPU threads/cores, take tokenization and "
+        "detokenization off the critical path, use a faster CPU, or serve from a GPU.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def _per_window(sig: Signals) -> tuple[np.ndarray, np.ndarray | None, float]:
+    width = sig.window_s / ARRIVAL_WINDOWS
+    edges = np.arange(ARRIVAL_WINDOWS + 1) * width
+    counts = np.histogram(sig.arrivals_s, bins=edges)[0].astype(float)
+    if sig.power_w is None:
+        return counts, None, width
+    p = sig.power_w
+    energy = np.histogram(p.t_s, bins=edges, weights=p.value * p.dt_s)[0]
+    time_s = np.histogram(p.t_s, bins=edges, weights=p.dt_s)[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        power = np.where(time_s > 0, energy / time_s, np.nan)
+    return counts, power, width
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float | None:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 5 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
+        return None
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+def bursty_arrivals(ctx: Context) -> Verdict:
+    sig, name = ctx.sig, "bursty-arrivals"
+    if sig.arrivals_s.size < MIN_ARRIVALS or sig.window_s <= 0:
+        return Verdict(name, "skipped", f"fewer than {MIN_ARRIVALS} requests")
+    if (
+        ctx.run.config.get("concurrency")
+        or (ctx.run.config.get("workload") or {}).get("arrival", {}).get("kind") == "closed"
+    ):
+        return Verdict(name, "clear", "closed loop: arrivals follow completions")
+    counts, power, width = _per_window(sig)
+    mean = float(counts.mean())
+    dispersion = float(counts.var() / mean) if mean > 0 else 0.0
+    lags = [] if power is None else [_corr(counts, power), _corr(counts[:-1], power[1:])]
+    corr = max((c for c in lags if c is not None), default=None)
+    power_cv = None if power is None else float(np.nanstd(power) / np.nanmean(power))
+    evidence: Evidence = {
+        "window_s": rounded(width),
+        "arrivals_per_window_mean": rounded(mean),
+        "arrivals_dispersion_index": rounded(dispersion),
+        "power_cv_per_window": rounded(power_cv),
+        "arrivals_power_correlation": rounded(corr),
+    }
+    if dispersion < BURSTY_DISPERSION:
+        return Verdict(name, "clear", f"dispersion index {dispersion:.1f} (Poisson: 1)")
+    if power is not None and (corr is None or corr < POWER_CORR):
+        return Verdict(
+            name, "clear", f"bursty arrivals (D={dispersion:.1f}) but power does not follow them"
+        )
+    aligned = (
+        ""
+        if power is None
+        else f"; power follows them (r={corr:.2f}, CV {power_cv:.0%}): a sawtooth"
+    )
+    finding = Finding(
+        name,
+        "warning",
+        f"Arrivals come in waves (dispersion index {dispersion:.1f}, Poisson gives 1){aligned}",
+        evidence,
+        "The GPU idles between bursts and queues during them: smooth the load (an admission queue, "
+        "rate limits, offline work scheduled into the troughs) or provision for the peak and cap "
+        "power in the troughs.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)
+
+
+def loading_vs_generation(ctx: Context) -> Verdict:
+    name, run = "slow-loading", ctx.run
+    ok = sorted((r for r in run.records if r.ttft_s is not None), key=lambda r: r.sent_s)
+    load_s = run.config.get("server_load_s")
+    ttfts = np.array([r.ttft_s for r in ok], dtype=float)
+    gen = float(np.median([r.e2e_s for r in ok if r.e2e_s is not None])) if ok else None
+    if isinstance(load_s, int | float) and not isinstance(load_s, bool):
+        finding = Finding(
+            name,
+            "info" if load_s < 60 else "warning",
+            f"Model loading took {load_s:.1f} s before serving; generation's median E2E is "
+            f"{gen or 0:.3f} s: two fault domains, tune them separately",
+            {"server_load_s": float(load_s), "e2e_median_s": rounded(gen, 4)},
+            "Loading: keep weights on local NVMe or in page cache, use safetensors/mmap loading, "
+            "keep a warm replica. Generation: see the other findings.",
+        )
+        return Verdict(name, "fired", finding.summary, finding)
+    if ttfts.size < COLD_REQUESTS + 7:
+        return Verdict(name, "skipped", "no recorded load time and too few requests")
+    first = float(np.median(ttfts[:COLD_REQUESTS]))
+    rest = float(np.median(ttfts[COLD_REQUESTS:]))
+    evidence: Evidence = {
+        "ttft_first_median_s": rounded(first, 4),
+        "ttft_rest_median_s": rounded(rest, 4),
+    }
+    if not (first >= COLD_FACTOR * rest and first - rest >= COLD_MIN_S):
+        return Verdict(name, "clear", f"first requests' TTFT {first:.3f} s vs {rest:.3f} s after")
+    finding = Finding(
+        name,
+        "warning",
+        f"The first {COLD_REQUESTS} requests waited {first:.2f} s for a first token, the rest "
+        f"{rest:.3f} s: a cold start (loading or warm-up), not slow generation",
+        evidence,
+        "Warm the server before routing traffic (a readiness check after a warm-up request), keep "
+        "weights in page cache or on local NVMe; do not tune generation for it.",
+    )
+    return Verdict(name, "fired", finding.summary, finding)

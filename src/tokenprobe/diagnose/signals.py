@@ -1,0 +1,221 @@
+"""What the rules look at, pulled once out of a Run: time-weighted series on the run's clock.
+
+Every series is a list of samples with a weight `dt_s` (the time until the next sample of the same
+source, the last one getting the median period), so a mean is Σ v·dt / Σ dt whatever the
+sampling. `busy` marks the samples taken while at least one request was in flight (from the
+records' [sent_s, finish_s]); boundness is judged on those only, so idle stretches do not dilute a
+saturated GPU (idle waste is a rule of its own). A run without request records (an imported GPU
+log) counts every sample as busy.
+
+GPU: NVML / nvidia-smi / DCGM samples (`run.telemetry`) when there are any, else the simulator's
+timeline (power of all GPUs / number of GPUs; "utilization" = a step running, which is what NVML's
+utilization.gpu measures: the share of time a kernel runs). The timeline has no memory
+utilization; `mem_util` is then None and the rules use the cost model's view instead (rules.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tokenprobe.errors import TokenprobeError
+from tokenprobe.hardware import GpuSpec, get_gpu
+from tokenprobe.records import Run
+
+
+@dataclass(frozen=True)
+class Series:
+    """Samples `value` at `t_s` with weights `dt_s`; `busy`: a request was in flight."""
+
+    t_s: np.ndarray
+    value: np.ndarray
+    dt_s: np.ndarray
+    busy: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    def mean(self, busy_only: bool = False) -> float | None:
+        mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
+        weights = self.dt_s[mask]
+        if weights.size == 0 or float(weights.sum()) <= 0:
+            return None
+        return float(np.average(self.value[mask], weights=weights))
+
+    def share(self, predicate: np.ndarray, busy_only: bool = False) -> float | None:
+        """Time share (0..1) of the samples where `predicate` holds."""
+        mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
+        total = float(self.dt_s[mask].sum())
+        if total <= 0:
+            return None
+        return float(self.dt_s[mask & predicate].sum()) / total
+
+
+@dataclass
+class Signals:
+    """Everything the rules read; None / empty where the run did not record it."""
+
+    window_s: float
+    gpu: GpuSpec | None
+    num_gpus: int
+    gpu_source: str  # "telemetry", "timeline" or "none"
+    power_w: Series | None = None  # per GPU
+    gpu_util: Series | None = None
+    mem_util: Series | None = None
+    sm_clock_hz: Series | None = None
+    throttle: Series | None = None  # NVML throttle-reason bit masks (as floats)
+    pcie_bytes_per_s: Series | None = None  # tx + rx, per GPU
+    cpu_util: Series | None = None  # host, mean over cores
+    process_cpu: Series | None = None  # server process, share of one core
+    kv_usage: Series | None = None  # 0..1
+    waiting: Series | None = None  # requests queued at the server
+    preemptions: int | None = None
+    timeouts: int = 0
+    arrivals_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    notes: list[str] = field(default_factory=list)
+
+
+def _weights(t_s: np.ndarray, end_s: float) -> np.ndarray:
+    if t_s.size == 0:
+        return t_s
+    if t_s.size == 1:
+        return np.array([max(end_s - float(t_s[0]), 1e-9)])
+    gaps = np.diff(t_s)
+    last = max(min(float(np.median(gaps)), end_s - float(t_s[-1])), 0.0)
+    weights: np.ndarray = np.maximum(np.append(gaps, last), 0.0)
+    return weights
+
+
+def in_flight(run: Run, t_s: np.ndarray) -> np.ndarray:
+    """Requests in flight at each time (sent_s <= t < finish_s; failed ones until their end)."""
+    spans = [(r.sent_s, r.finish_s) for r in run.records if r.finish_s is not None]
+    if not spans:
+        return np.zeros(t_s.size, dtype=int)
+    starts = np.sort(np.array([s for s, _ in spans]))
+    ends = np.sort(np.array([e for _, e in spans]))
+    started = np.searchsorted(starts, t_s, side="right")
+    ended = np.searchsorted(ends, t_s, side="right")
+    return (started - ended).astype(int)
+
+
+def _series(run: Run, t_s: list[float], values: list[float], end_s: float) -> Series | None:
+    if not t_s:
+        return None
+    t = np.asarray(t_s, dtype=float)
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], np.asarray(values, dtype=float)[order]
+    busy = in_flight(run, t) > 0 if run.records else np.ones(t.size, dtype=bool)
+    return Series(t, v, _weights(t, end_s), busy)
+
+
+def _field(run: Run, name: str, end_s: float, scale: float = 1.0) -> Series | None:
+    """One telemetry field over every GPU: weights per GPU, so each GPU counts for its time."""
+    by_gpu: dict[int | None, tuple[list[float], list[float]]] = {}
+    for s in run.telemetry:
+        value = getattr(s, name)
+        if value is None:
+            continue
+        ts, vs = by_gpu.setdefault(s.gpu_index, ([], []))
+        ts.append(s.t_s)
+        vs.append(float(value) * scale)
+    parts = [_series(run, ts, vs, end_s) for ts, vs in by_gpu.values()]
+    found = [p for p in parts if p is not None]
+    if not found:
+        return None
+    return Series(
+        *(np.concatenate([getattr(p, k) for p in found]) for k in Series.__dataclass_fields__)
+    )
+
+
+def _gpu_spec(config: dict[str, Any], notes: list[str]) -> GpuSpec | None:
+    name = config.get("gpu")
+    if not isinstance(name, str):
+        return None
+    try:
+        return get_gpu(name)
+    except TokenprobeError as exc:
+        notes.append(f"GPU {name!r} of the run config is not in the catalog ({exc})")
+        return None
+
+
+def _num_gpus(run: Run) -> int:
+    for key in ("num_gpus", "tp"):
+        value = run.config.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    indices = {s.gpu_index for s in run.telemetry if s.gpu_index is not None}
+    return max(len(indices), 1)
+
+
+def window_of(run: Run) -> float:
+    if run.duration_s:
+        return float(run.duration_s)
+    ends = [r.finish_s for r in run.records if r.finish_s is not None]
+    return max(ends, default=0.0)
+
+
+def _gpu_from_telemetry(sig: Signals, run: Run, end: float) -> None:
+    sig.power_w = _field(run, "power_w", end)
+    sig.gpu_util = _field(run, "gpu_util", end)
+    sig.mem_util = _field(run, "mem_util", end)
+    sig.sm_clock_hz = _field(run, "sm_clock_hz", end)
+    sig.throttle = _field(run, "throttle_reasons", end)
+    tx, rx = _field(run, "pcie_tx_bytes_per_s", end), _field(run, "pcie_rx_bytes_per_s", end)
+    if tx is not None and rx is not None and len(tx) == len(rx):
+        sig.pcie_bytes_per_s = Series(tx.t_s, tx.value + rx.value, tx.dt_s, tx.busy)
+
+
+def _gpu_from_timeline(sig: Signals, run: Run, end: float) -> None:
+    tl = run.timeline
+    t = [p.t_s for p in tl]
+    sig.power_w = _series(run, t, [p.power_w / sig.num_gpus for p in tl], end)
+    sig.gpu_util = _series(run, t, [1.0 if p.batch_size > 0 else 0.0 for p in tl], end)
+    capacity = run.config.get("kv_capacity_blocks")
+    if isinstance(capacity, int) and capacity > 0:
+        sig.kv_usage = _series(run, t, [p.kv_blocks_used / capacity for p in tl], end)
+    sig.waiting = _series(run, t, [float(p.queue_len) for p in tl], end)
+
+
+def _server(sig: Signals, run: Run, end: float) -> None:
+    ok = [s for s in run.server if s.error is None]
+    kv = [(s.t_s, s.kv_cache_usage) for s in ok if s.kv_cache_usage is not None]
+    waiting = [(s.t_s, s.requests_waiting) for s in ok if s.requests_waiting is not None]
+    if kv:
+        sig.kv_usage = _series(run, [t for t, _ in kv], [v for _, v in kv], end)
+    if waiting:
+        sig.waiting = _series(run, [t for t, _ in waiting], [v for _, v in waiting], end)
+    counts = [s.preemptions_total for s in ok if s.preemptions_total is not None]
+    if counts:
+        sig.preemptions = int(max(counts) - min(counts))
+
+
+def _host(sig: Signals, run: Run, end: float) -> None:
+    cpu = [(h.t_s, h.cpu_util) for h in run.host if h.cpu_util is not None]
+    proc = [(h.t_s, h.process_cpu_util) for h in run.host if h.process_cpu_util is not None]
+    if cpu:
+        sig.cpu_util = _series(run, [t for t, _ in cpu], [v for _, v in cpu], end)
+    if proc:
+        sig.process_cpu = _series(run, [t for t, _ in proc], [v for _, v in proc], end)
+
+
+def signals_of(run: Run) -> Signals:
+    """Pull the rules' inputs out of `run` (see the module docstring)."""
+    end = window_of(run)
+    notes: list[str] = []
+    sig = Signals(end, _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
+    if run.telemetry:
+        sig.gpu_source = "telemetry"
+        _gpu_from_telemetry(sig, run, end)
+    elif run.timeline:
+        sig.gpu_source = "timeline"
+        _gpu_from_timeline(sig, run, end)
+    _server(sig, run, end)
+    _host(sig, run, end)
+    sim_preemptions = [r.extra.get("preemptions") for r in run.records if "preemptions" in r.extra]
+    if sig.preemptions is None and sim_preemptions:
+        sig.preemptions = int(sum(float(p) for p in sim_preemptions if isinstance(p, float | int)))
+    sig.timeouts = sum(1 for r in run.records if r.error_kind == "timeout")
+    sig.arrivals_s = np.sort(np.array([r.scheduled_s for r in run.records], dtype=float))
+    return sig
