@@ -62,6 +62,10 @@ def estimate_cmd(
         "default"
     ),
     tls: Annotated[bool, typer.Option(help="Clients connect over TLS")] = False,
+    tokenizer_tokens_per_s: Annotated[
+        float | None,
+        typer.Option(help="Measured tokenizer speed per core (benchmarks/host_costs.py)"),
+    ] = None,
     cpu_offload_gb: Annotated[
         float, typer.Option(help="Weights per GPU kept in host memory, GB (vLLM --cpu-offload-gb)")
     ] = 0.0,
@@ -108,6 +112,7 @@ def estimate_cmd(
             gpu_hour_usd=gpu_hour_usd,
             host=host,
             tls=tls,
+            tokenizer_tokens_per_s=tokenizer_tokens_per_s,
             cpu_offload_bytes=cpu_offload_gb * GIGA,
         )
 
