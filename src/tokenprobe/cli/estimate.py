@@ -11,7 +11,8 @@ from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.cost import Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
-from tokenprobe.units import GIGA, fmt_bytes, fmt_s, fmt_si
+from tokenprobe.report.sections import memory_rows
+from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 
 def parse_overrides(items: list[str], field: str) -> dict[str, float]:
@@ -200,23 +201,15 @@ def _memory_table(m: dict[str, Any]) -> None:
     t = Table(title="Memory per GPU" + ("" if m["fits"] else " — DOES NOT FIT"))
     t.add_column("item")
     t.add_column("value", justify="right")
-    for label, key in (
-        ("HBM", "hbm_bytes_per_gpu"),
-        ("usable", "usable_bytes_per_gpu"),
-        ("weights", "weights_bytes_per_gpu"),
-        ("activations (peak)", "activation_bytes_per_gpu"),
-        ("runtime", "runtime_bytes_per_gpu"),
-        ("free for KV cache", "kv_free_bytes_per_gpu"),
-        ("KV per token (all GPUs)", "kv_bytes_per_token"),
-        ("KV per request (all GPUs)", "kv_bytes_per_request"),
-    ):
-        t.add_row(label, fmt_bytes(m[key]))
+    rows = memory_rows(m)
+    for label, value in rows[:-1]:  # the verdict goes last, after the capacity rows
+        t.add_row(label, value)
     t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,} tokens")
     t.add_row(
         f"max concurrent requests at {m['context_tokens']} tokens",
         f"{m['max_concurrent_requests']:,}",
     )
-    t.add_row("verdict", m["reason"])
+    t.add_row(*rows[-1])
     console.print(t)
 
 

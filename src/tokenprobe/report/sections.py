@@ -60,7 +60,8 @@ def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
     return header, [(label, *(fmt(s) for _, s in stages)) for label, fmt in fmts]
 
 
-def _memory_rows(m: dict[str, Any]) -> list[Row]:
+def memory_rows(m: dict[str, Any]) -> list[Row]:
+    """The memory budget of an estimate as (label, value) rows (report and terminal alike)."""
     rows: list[Row] = [
         (label, fmt_bytes(m[key]))
         for label, key in (
@@ -106,7 +107,7 @@ def estimate_sections(est: dict[str, Any], prefix: str = "") -> list[Section]:
         Section("Decode: context and batch", figures=pick("tpot", "throughput")),
         Section(
             "Memory",
-            tables=[Table("Per GPU", ("item", "value"), _memory_rows(est["memory"]))],
+            tables=[Table("Per GPU", ("item", "value"), memory_rows(est["memory"]))],
             figures=pick("memory", "kv"),
         ),
     ]
