@@ -168,3 +168,22 @@ def test_a_batch_larger_than_the_kv_cache_does_not_fit() -> None:
     over = tokenprobe.estimate("llama-3.1-70b", "h100-sxm", batch=cap + 1, **kw)  # type: ignore[arg-type]
     assert not over.memory.fits
     assert f"at most {cap} fit" in over.memory.reason
+
+
+def test_attention_data_parallel_replicates_attention_and_exchanges_tokens() -> None:
+    kw: dict[str, object] = {"tp": 8, "expert_parallel": True, "weight_dtype": "fp8"}
+    ep = tokenprobe.estimate("qwen3-235b-a22b", "h100-sxm", input_tokens=1024,
+                             output_tokens=64, batch=64, **kw)  # type: ignore[arg-type]  # fmt: skip
+    dp = tokenprobe.estimate("qwen3-235b-a22b", "h100-sxm", input_tokens=1024, output_tokens=64,
+                             batch=64, attention_dp=True, **kw)  # type: ignore[arg-type]  # fmt: skip
+    e, d = ep.to_dict(), dp.to_dict()
+    # every GPU holds all attention weights: more weight bytes per GPU than TP-split attention
+    assert d["memory"]["weights_bytes_per_gpu"] > e["memory"]["weights_bytes_per_gpu"]
+    comm = d["communication"]["decode_step"]
+    assert comm["allreduces_per_step"] == 0 and comm["alltoalls_per_step"] == 2 * 94
+    assert e["communication"]["decode_step"]["alltoalls_per_step"] == 0
+    # a token's KV lives on one GPU: the deployment-wide bytes per token are the model's
+    assert d["memory"]["kv_bytes_per_token"] == pytest.approx(94 * 2 * 4 * 128 * 1.0)
+    with pytest.raises(ConfigError, match="expert_parallel"):
+        tokenprobe.estimate("qwen3-235b-a22b", "h100-sxm", input_tokens=8, output_tokens=8,
+                            tp=8, attention_dp=True)  # fmt: skip

@@ -215,7 +215,9 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
         raise SkipRowError("data-parallel replicas")
     model = row["model_hf_id"]
     row = {**row, "tp": str(gpus), "pp": "1"}
-    dep = row_deployment(model, "h100-sxm", row, expert_parallel=ep > 1 and tp == 1)
+    # tp=1 with ep=N on N GPUs is vLLM's DP + EP layout: attention data-parallel, experts spread
+    dp_ep = ep > 1 and tp == 1
+    dep = row_deployment(model, "h100-sxm", row, expert_parallel=dp_ep, attention_dp=dp_ep)
     batch = float_field(row, "avg_batch_size")
     osl = float_field(row, "osl_mean")
     if batch is None or osl is None:

@@ -42,6 +42,10 @@ def estimate_cmd(
     expert_parallel: Annotated[
         bool, typer.Option(help="Spread MoE experts over the TP GPUs")
     ] = False,
+    attention_dp: Annotated[
+        bool,
+        typer.Option(help="With --expert-parallel: attention data-parallel (vLLM DP + EP)"),
+    ] = False,
     weight_dtype: Annotated[
         str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
     ] = "bf16",
@@ -100,6 +104,7 @@ def estimate_cmd(
             pp=pp,
             num_gpus=num_gpus,
             expert_parallel=expert_parallel,
+            attention_dp=attention_dp,
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,
             kv_dtype=kv_dtype,

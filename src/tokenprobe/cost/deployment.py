@@ -6,6 +6,10 @@ Parallelism (requirement E7), as vLLM and TensorRT-LLM lay it out:
   KV heads are split too; when tp > kv heads they are replicated (vLLM `QKVParallelLinear`).
   MLA's latent KV is not split by heads, so every TP rank holds all of it (vLLM MLA backend).
 - pipeline parallel `pp`: layers split into `pp` stages; activations sent stage to stage.
+- attention data parallel (`attention_dp=True`, with expert parallelism): vLLM's
+  `--data-parallel-size N --enable-expert-parallel` layout for MoE models: every GPU holds the
+  whole attention and dense weights and runs them on its 1/N of the sequences; only the routed
+  experts are spread over the N GPUs, and tokens reach them by all-to-all (dispatch, combine).
 - expert parallel (`expert_parallel=True`): the routed experts of an MoE layer are spread whole
   over the tp GPUs instead of each expert being split (vLLM `--enable-expert-parallel`, EP = TP);
   tokens are exchanged by all-to-all.
@@ -35,6 +39,7 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     expert_parallel: bool = False
+    attention_dp: bool = False
     weight_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
     act_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
     kv_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
@@ -44,7 +49,7 @@ class Deployment:
     cpu_offload_bytes: float = 0.0  # weights per GPU kept in host memory (vLLM --cpu-offload-gb)
 
     def __post_init__(self) -> None:
-        _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel)
+        _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp)
         if not self.cpu_offload_bytes >= 0:
             raise ConfigError("cpu_offload_bytes", self.cpu_offload_bytes, "bytes >= 0")
         if self.power_limit_w is not None and not self.power_limit_w > self.gpu.idle_w:
@@ -77,12 +82,23 @@ class Deployment:
         return peak
 
     @property
+    def dense_tp(self) -> int:
+        """How many ways attention and dense layers are split (1 under attention DP)."""
+        return 1 if self.attention_dp else self.tp
+
+    @property
+    def dp(self) -> int:
+        """How many ways the sequences are split for attention and dense layers."""
+        return self.tp if self.attention_dp else 1
+
+    @property
     def kv_heads_per_gpu(self) -> float:
-        """KV heads each GPU stores: split by tp, replicated when tp exceeds them; MLA: all."""
+        """KV heads a GPU stores per token it holds: split by tp, replicated when tp exceeds them;
+        MLA and attention DP: all."""
         m = self.model
         if m.mla is not None:
             return float(m.num_kv_heads)
-        return max(1.0, m.num_kv_heads / self.tp)
+        return max(1.0, m.num_kv_heads / self.dense_tp)
 
     @functools.cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
@@ -91,7 +107,8 @@ class Deployment:
         per_layer = m.kv_elements_per_token_per_layer() * self.kv_dtype.bytes_per_element
         if m.mla is None:
             per_layer *= self.kv_heads_per_gpu / m.num_kv_heads
-        return per_layer * m.num_layers / self.pp
+        # under attention DP a token lives on one GPU: amortised over the dp GPUs
+        return per_layer * m.num_layers / self.pp / self.dp
 
     @functools.cached_property
     def kv_bytes_per_token(self) -> float:
@@ -103,17 +120,21 @@ class Deployment:
         return self.kv_bytes_per_token_per_gpu * self.num_gpus
 
 
-def _check_parallelism(model: ModelSpec, tp: int, pp: int, expert_parallel: bool) -> None:
+def _check_parallelism(
+    model: ModelSpec, tp: int, pp: int, expert_parallel: bool, attention_dp: bool = False
+) -> None:
     if tp < 1:
         raise ConfigError("tp", tp, "a positive integer")
     if pp < 1:
         raise ConfigError("pp", pp, "a positive integer")
-    if model.num_heads % tp:
+    if attention_dp and not expert_parallel:
+        raise ConfigError("attention_dp", True, "needs expert_parallel (vLLM's DP + EP layout)")
+    if not attention_dp and model.num_heads % tp:
         raise ConfigError(
             "tp", tp, f"must divide the {model.num_heads} attention heads of {model.name}"
         )
     kv = model.num_kv_heads
-    if model.mla is None and kv % tp and tp % kv:
+    if model.mla is None and not attention_dp and kv % tp and tp % kv:
         raise ConfigError("tp", tp, f"must divide or be a multiple of the {kv} KV heads")
     if pp > model.num_layers:
         raise ConfigError("pp", pp, f"at most the {model.num_layers} layers of {model.name}")
@@ -135,6 +156,7 @@ def make_deployment(
     tp: int = 1,
     pp: int = 1,
     expert_parallel: bool = False,
+    attention_dp: bool = False,
     weight_dtype: str = "bf16",
     act_dtype: str | None = None,
     kv_dtype: str | None = None,
@@ -156,6 +178,7 @@ def make_deployment(
         tp=tp,
         pp=pp,
         expert_parallel=expert_parallel,
+        attention_dp=attention_dp,
         weight_dtype=w,
         act_dtype=act,
         kv_dtype=kv,

@@ -191,6 +191,7 @@ class Estimate:
             "tp": d.tp,
             "pp": d.pp,
             "expert_parallel": d.expert_parallel,
+            "attention_dp": d.attention_dp,
             "weight_dtype": d.weight_dtype.name,
             "act_dtype": d.act_dtype.name,
             "compute_dtype": d.compute_dtype,

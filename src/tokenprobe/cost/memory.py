@@ -90,8 +90,8 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     )
     m = dep.model
     hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
-    embed = m.embedding_params / dep.tp
-    head = m.lm_head_params / dep.tp
+    embed = m.embedding_params / dep.dense_tp
+    head = m.lm_head_params / dep.dense_tp
     heads = embed + head if dep.pp == 1 else max(embed, head)
     return layers * wb + heads * hb
 
@@ -101,7 +101,7 @@ def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUD
     ab = max(dep.act_dtype.bytes_per_element, 2.0)
     widest = max(g.qkv_out + 2 * max(g.mlp_inner, g.expert_inner) for g in group_coeffs(dep))
     per_token = (2 * m.hidden_size + widest) * ab
-    logits = budget.max_num_seqs * m.vocab_size / dep.tp * 4.0
+    logits = budget.max_num_seqs * m.vocab_size / dep.dense_tp * 4.0
     return budget.max_num_batched_tokens * per_token + logits
 
 

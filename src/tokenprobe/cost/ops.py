@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -96,7 +96,7 @@ def group_coeffs(dep: Deployment) -> tuple[_GroupCoeffs, ...]:
 
 
 def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
-    m, tp = dep.model, dep.tp
+    m, tp = dep.model, dep.dense_tp  # attention and dense layers; experts below use dep.tp
     h = m.hidden_size
     heads_gpu = m.num_heads / tp
     layers = n_layers / dep.pp  # this GPU's pipeline stage holds 1/pp of the layers
@@ -127,9 +127,9 @@ def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
         expert_w = experts_here = expert_inner = router_w = 0.0
     else:
         mlp_inner = moe.num_shared_experts * moe.shared_intermediate_size / tp
-        expert_inner = moe.expert_intermediate_size / (1 if dep.expert_parallel else tp)
+        expert_inner = moe.expert_intermediate_size / (1 if dep.expert_parallel else dep.tp)
         expert_w = mats * h * expert_inner
-        experts_here = moe.num_experts / (tp if dep.expert_parallel else 1)
+        experts_here = moe.num_experts / (dep.tp if dep.expert_parallel else 1)
         router_w = h * moe.num_experts
     return _GroupCoeffs(
         layers=layers,
@@ -155,14 +155,46 @@ def _term(name: str, layers: float, flop: Any, nbytes: Any) -> OpTerm:
     return (name, layers, flop, nbytes, KERNELS[name])
 
 
-def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: int) -> float:
+def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: Any) -> Any:
     """Expected number of distinct experts hit by `tokens` tokens each routed to k of E experts,
-    with uniform independent routing: E·(1 − (1 − k/E)^T)."""
+    with uniform independent routing: E·(1 − (1 − k/E)^T). Floats or numpy arrays (sweep.py)."""
     return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
 
 
+@dataclass(frozen=True, slots=True)
+class _LocalShape:
+    """One GPU's share of a step's sequences under attention DP (BatchShape's fields / dp)."""
+
+    prefill_tokens: float
+    prefill_attn_pairs: float
+    prefill_seqs: float
+    decode_seqs: float
+    decode_context_tokens: float
+
+    @property
+    def tokens(self) -> float:
+        return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def logit_rows(self) -> float:
+        return self.prefill_seqs + self.decode_seqs
+
+
+def local_shape(dep: Deployment, shape: BatchShape) -> BatchShape:
+    """What one GPU's attention and dense layers see: all of it, or 1/dp under attention DP."""
+    if dep.dp == 1:
+        return shape
+    f = 1.0 / dep.dp
+    local = _LocalShape(shape.prefill_tokens * f, shape.prefill_attn_pairs * f,
+                        shape.prefill_seqs * f, shape.decode_seqs * f,
+                        shape.decode_context_tokens * f)  # fmt: skip
+    return cast(BatchShape, local)  # same fields, float counts: the formulas are arithmetic
+
+
 def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
-    """Per-layer operator terms for every group of identical layers (per GPU)."""
+    """Per-layer operator terms for every group of identical layers (per GPU). Routed experts
+    see every token of the step (spread over the GPUs that hold them); the rest sees this GPU's
+    share (`local_shape`)."""
     ab = dep.act_dtype.bytes_per_element
     if ab < 2:  # fp8/int8 activations are quantized inside the GEMM; tensors move in 16-bit
         ab = 2.0
@@ -170,6 +202,8 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     kb = dep.kv_dtype.bytes_per_element
     m = dep.model
     h = m.hidden_size
+    all_tokens = shape.tokens
+    shape = local_shape(dep, shape)
     tokens = shape.tokens
     for g in group_coeffs(dep):
         n = g.layers
@@ -192,7 +226,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
                 g.mlp_weights * wb + tokens * (2 * h + 4 * g.mlp_inner) * ab,
             )
         if g.moe and m.moe is not None:
-            yield from _moe_terms(dep, g, tokens, wb, ab, h)
+            yield from _moe_terms(dep, g, tokens, all_tokens, wb, ab, h)
         yield _term("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
 
 
@@ -216,7 +250,13 @@ def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float, h: int)
 
 
 def _moe_terms(
-    dep: Deployment, g: _GroupCoeffs, tokens: int, wb: float, ab: float, h: int
+    dep: Deployment,
+    g: _GroupCoeffs,
+    tokens: float,
+    all_tokens: float,
+    wb: float,
+    ab: float,
+    h: int,
 ) -> Iterator[OpTerm]:
     moe = dep.model.moe
     assert moe is not None
@@ -225,9 +265,9 @@ def _moe_terms(
     touched = (
         g.experts_here
         / moe.num_experts
-        * expected_distinct_experts(moe.num_experts, moe.experts_per_token, tokens)
+        * expected_distinct_experts(moe.num_experts, moe.experts_per_token, all_tokens)
     )
-    routed_rows = tokens * moe.experts_per_token * g.experts_here / moe.num_experts
+    routed_rows = all_tokens * moe.experts_per_token * g.experts_here / moe.num_experts
     flop = 2 * routed_rows * g.expert_weights
     act = routed_rows * (2 * h + 4 * g.expert_inner) * ab
     yield _term("experts", n, flop, touched * g.expert_weights * wb + act)
@@ -236,10 +276,11 @@ def _moe_terms(
 def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     """Once per step (on the first/last pipeline stage): embedding lookup and LM head."""
     m = dep.model
-    h, vocab_gpu = m.hidden_size, m.vocab_size / dep.tp
+    h, vocab_gpu = m.hidden_size, m.vocab_size / dep.dense_tp
     ab = max(dep.act_dtype.bytes_per_element, 2.0)
     # quantized checkpoints keep embeddings and LM head in 16-bit (AWQ, FP8 and NVFP4 recipes)
     hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
+    shape = local_shape(dep, shape)
     rows = shape.logit_rows
     yield _term("embedding", 1, 0.0, shape.tokens * h * (hb + ab))
     yield _term(

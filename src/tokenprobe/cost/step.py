@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s
 from tokenprobe.cost.deployment import Deployment
@@ -122,18 +123,34 @@ def _op_times(
 
 
 def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:
-    """Communication of one pass: TP all-reduces (two per layer, activation-sized: tokens x
-    hidden x 2 B) and pipeline sends between the pp stages, in bytes and seconds."""
-    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
-    allreduces = 2 * dep.model.num_layers if dep.tp > 1 else 0
+    """Communication of one pass, bytes and seconds: TP all-reduces (two per layer,
+    activation-sized: tokens x hidden x 2 B), or under attention DP two all-to-alls per MoE layer
+    (dispatch and combine of each GPU's tokens to the experts' GPUs, k copies each, (n-1)/n of
+    them leaving the GPU); pipeline sends between the pp stages; host-link offload reads."""
+    act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
     return {
         "allreduce_bytes": act_bytes,
         "allreduces_per_step": allreduces,
-        "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes),
+        "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0,
+        "alltoall_bytes": a2a_bytes,
+        "alltoalls_per_step": a2a_count,
+        "alltoall_s": a2a_count * send_time_s(dep, a2a_bytes) if a2a_count else 0.0,
         "pipeline_sends_per_step": dep.pp - 1,
         "pipeline_send_s": (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0,
         "host_offload_s": offload_step_s(dep),
     }
+
+
+def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, int]:
+    """(all-reduce bytes, all-reduces, all-to-all bytes, all-to-alls) of one pass."""
+    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
+    allreduces = 2 * dep.model.num_layers if dep.dense_tp > 1 else 0
+    moe = dep.model.moe
+    if not (dep.attention_dp and moe is not None and dep.tp > 1):
+        return act_bytes, allreduces, 0.0, 0
+    moe_layers = sum(n for spec, n in dep.model.layer_groups if spec.moe)
+    a2a_bytes = act_bytes / dep.dp * moe.experts_per_token * (dep.tp - 1) / dep.tp
+    return act_bytes, allreduces, a2a_bytes, 2 * moe_layers
 
 
 def offload_step_s(dep: Deployment) -> float:
@@ -144,13 +161,16 @@ def offload_step_s(dep: Deployment) -> float:
     return dep.pp * dep.cpu_offload_bytes / dep.gpu.host_bytes_per_s
 
 
-def comm_time_s(dep: Deployment, shape: BatchShape) -> float:
-    """All-reduces of one pass (two per layer under TP), the pipeline sends, and the host-link
-    reads of offloaded weights: the step's time on links rather than in the GPU."""
-    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
-    per_layer = 2 * allreduce_time_s(dep, act_bytes)
-    sends = (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0
-    return per_layer * dep.model.num_layers + sends + offload_step_s(dep)
+def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
+    """The step's time on links rather than in the GPU: the sum of comm_breakdown's seconds
+    (computed without building the dict: this runs once per simulated step)."""
+    act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
+    t = allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0
+    if a2a_count:
+        t = t + a2a_count * send_time_s(dep, a2a_bytes)
+    if dep.pp > 1:
+        t = t + (dep.pp - 1) * send_time_s(dep, act_bytes)
+    return t + offload_step_s(dep)
 
 
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
