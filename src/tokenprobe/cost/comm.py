@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenprobe.cost.deployment import Deployment
 
 
@@ -31,3 +33,12 @@ def allreduce_time_s(dep: Deployment, n_bytes: float, n_gpus: int | None = None)
 def send_time_s(dep: Deployment, n_bytes: float) -> float:
     link = dep.gpu.link
     return link.latency_s + n_bytes / (link.bytes_per_s * dep.efficiency.link)
+
+
+def alltoall_time_s(dep: Deployment, n_bytes: Any) -> Any:
+    """One all-to-all of `n_bytes` leaving each GPU: the link's per-message latency plus the
+    collective's extra fixed cost (`Efficiency.alltoall_extra_latency_s`), plus the bytes at the
+    link's achievable rate."""
+    link, eff = dep.gpu.link, dep.efficiency
+    fixed = link.latency_s + eff.alltoall_extra_latency_s
+    return fixed + n_bytes / (link.bytes_per_s * eff.link)

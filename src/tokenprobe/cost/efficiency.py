@@ -22,6 +22,11 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 - `moe_memory` 0.80: achieved HBM fraction of the fused-MoE expert kernels (vLLM `fused_moe`,
   grouped GEMMs over scattered expert weights). Kept equal to `memory` until calibration
   (issue 8) fits it: ML.ENERGY's vLLM MoE runs suggest lower values on large expert counts.
+- `alltoall_extra_latency_s` 0 s: what one expert-parallel all-to-all (dispatch or combine)
+  costs beyond the link's per-message latency (`LinkSpec.latency_s`, an all-reduce-hop figure).
+  All-to-all among 8 GPUs synchronises all of them, so it is likely larger; left at 0 until
+  calibrated. Evidence so far: with 43 µs extra, ML.ENERGY's vLLM DP+EP MoE runs (113 rows) go
+  from a median ITL bias of −23 % to −11 %, while the dense rows are unchanged.
 - `kernel_overhead_s` 4 µs: time every kernel adds beyond its roofline time: launch gap, ramp-up
   and tail (partly filled waves) even inside a CUDA graph (NVIDIA "Getting Started with CUDA
   Graphs": ~2-3 µs launch per kernel; small-kernel tail effects add as much). Each operator
@@ -47,6 +52,7 @@ class Efficiency:
     attention_memory: float = 0.60
     moe_memory: float = 0.80
     link: float = 0.80
+    alltoall_extra_latency_s: float = 0.0
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tokenprobe.cost.comm import allreduce_time_s, send_time_s
+from tokenprobe.cost.comm import allreduce_time_s, alltoall_time_s, send_time_s
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.ops import MEMORY_EFFICIENCY_FIELD, OpTerm, head_terms, layer_terms
 from tokenprobe.cost.shape import BatchShape
@@ -134,7 +134,7 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:
         "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0,
         "alltoall_bytes": a2a_bytes,
         "alltoalls_per_step": a2a_count,
-        "alltoall_s": a2a_count * send_time_s(dep, a2a_bytes) if a2a_count else 0.0,
+        "alltoall_s": a2a_count * alltoall_time_s(dep, a2a_bytes) if a2a_count else 0.0,
         "pipeline_sends_per_step": dep.pp - 1,
         "pipeline_send_s": (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0,
         "host_offload_s": offload_step_s(dep),
@@ -167,7 +167,7 @@ def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
     act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
     t = allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0
     if a2a_count:
-        t = t + a2a_count * send_time_s(dep, a2a_bytes)
+        t = t + a2a_count * alltoall_time_s(dep, a2a_bytes)
     if dep.pp > 1:
         t = t + (dep.pp - 1) * send_time_s(dep, act_bytes)
     return t + offload_step_s(dep)
