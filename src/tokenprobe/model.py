@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -423,8 +423,6 @@ def _load_catalog_file(file: Path) -> ModelSpec:
     cfg = json.loads(file.read_text())
     meta = cfg.get("_tokenprobe", {})
     spec = from_hf_config(cfg, name=file.stem)
-    from dataclasses import replace
-
     return replace(
         spec, hf_id=meta.get("hf_id", spec.hf_id), aliases=tuple(meta.get("aliases", ()))
     )

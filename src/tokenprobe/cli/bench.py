@@ -7,19 +7,22 @@ GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.ben
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.live import Live
 from rich.table import Table
 
-from tokenprobe.bench import TelemetryConfig, run_measured, telemetry_summary
 from tokenprobe.cli.app import app, console, err_console, guarded, print_json
 from tokenprobe.errors import ConfigError
-from tokenprobe.loadgen import BenchConfig, bench_summary, sweep_configs
-from tokenprobe.loadgen.importers import import_runs
-from tokenprobe.loadgen.selftest import run_self_test
 from tokenprobe.records import RequestRecord, Run, write_run
+
+if TYPE_CHECKING:
+    from tokenprobe.bench import TelemetryConfig
+    from tokenprobe.loadgen import BenchConfig
+
+# The load generator (aiohttp) and the telemetry stack are imported inside the commands: at
+# module level they cost ~0.5 s of start-up to every other `tokenprobe` command.
 from tokenprobe.units import MILLI, now_s
 
 SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
@@ -73,6 +76,8 @@ class Progress:
 def _run_one(
     config: BenchConfig, show_progress: bool, telemetry: TelemetryConfig | None = None
 ) -> Run:
+    from tokenprobe.bench import run_measured
+
     progress = Progress(config.num_requests)
     if not show_progress:
         return run_measured(config, telemetry)
@@ -132,6 +137,10 @@ def bench_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
+    from tokenprobe.bench import TelemetryConfig
+    from tokenprobe.loadgen import BenchConfig, bench_summary, sweep_configs
+    from tokenprobe.loadgen.selftest import run_self_test
+
     if self_test:
         figures = guarded(lambda: run_self_test(duration_s=duration_s or 3.0))
         _print(figures, json_out, _render_self_test)
@@ -204,6 +213,8 @@ def bench_import_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""
+    from tokenprobe.loadgen import bench_summary
+    from tokenprobe.loadgen.importers import import_runs
 
     def run() -> list[tuple[str, dict[str, Any]]]:
         runs = import_runs(Path(path), source)
@@ -224,6 +235,8 @@ def bench_import_cmd(
 
 
 def _telemetry_part(run: Run) -> dict[str, Any]:
+    from tokenprobe.bench import telemetry_summary
+
     full = telemetry_summary(run)
     return {k: full[k] for k in ("telemetry", "energy") if k in full}
 

@@ -15,7 +15,7 @@ from tokenprobe.report.sections import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 
-def parse_overrides(items: list[str], field: str) -> dict[str, float]:
+def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") -> dict[str, float]:
     """`key=value` pairs from a repeated option into floats; ConfigError naming the bad one."""
     out: dict[str, float] = {}
     for item in items:
@@ -25,7 +25,7 @@ def parse_overrides(items: list[str], field: str) -> dict[str, float]:
                 raise ValueError(item)
             out[key.strip()] = float(value)
         except ValueError:
-            raise ConfigError(field, item, "key=number, e.g. memory=0.85") from None
+            raise ConfigError(field, item, f"key=number, e.g. {example}") from None
     return out
 
 

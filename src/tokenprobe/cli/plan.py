@@ -9,6 +9,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.estimate import parse_overrides
 from tokenprobe.errors import ConfigError
 from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
@@ -35,16 +36,8 @@ def parse_prices(text: str | None) -> dict[str, float]:
     """`h100-sxm=2.5,a100-sxm-80gb=1.6` -> {gpu: USD per GPU-hour}."""
     if not text:
         return {}
-    out: dict[str, float] = {}
-    for item in _split(text, "price_per_gpu_hour"):
-        name, sep, value = item.partition("=")
-        try:
-            if not sep:
-                raise ValueError(item)
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise ConfigError("price_per_gpu_hour", item, "gpu=USD, e.g. h100-sxm=2.5") from None
-    return out
+    items = _split(text, "price_per_gpu_hour")
+    return parse_overrides(items, "price_per_gpu_hour", example="h100-sxm=2.5")
 
 
 @app.command("plan")

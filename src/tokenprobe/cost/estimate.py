@@ -32,7 +32,7 @@ from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, ste
 from tokenprobe.cost.sweep import decode_step_time_grid
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import HostSpec, get_host
-from tokenprobe.units import SECONDS_PER_HOUR
+from tokenprobe.units import MEGA, SECONDS_PER_HOUR
 
 CURVE_POINTS = 17
 MAX_SEARCH_BATCH = 1 << 16
@@ -94,15 +94,22 @@ class StageReport:
 
 
 def _stage(
-    dep: Deployment, shape: BatchShape, cost: StepCost, time_s: float, energy_j: float
+    dep: Deployment,
+    shape: BatchShape,
+    cost: StepCost,
+    time_s: float,
+    energy_j: float,
+    power_w: float | None = None,
 ) -> StageReport:
+    """A stage from one representative step; `power_w` overrides the step's (decode: the mean
+    over the output)."""
     return StageReport(
         time_s=time_s,
         flop=cost.flop,
         hbm_bytes=cost.hbm_bytes,
         bound=cost.bound,
         shares=cost.shares(),
-        power_w=cost.power_w,
+        power_w=cost.power_w if power_w is None else power_w,
         energy_j=energy_j,
         ops=op_costs(dep, shape, cost.clock_fraction),
     )
@@ -164,7 +171,7 @@ class Estimate:
             * gpu_hour
             / SECONDS_PER_HOUR
             / self.output_tokens_per_s
-            * 1e6
+            * MEGA
         )
         return out
 
@@ -342,16 +349,8 @@ def estimate_deployment(
         mean_power = _mean_trapezoid([(c, s.power_w * s.time_s) for c, s in costs]) / tpot
         mid_ctx, mid = costs[len(costs) // 2]
         decode_j = mean_power * tpot * dep.num_gpus * (w.output_tokens - 1)
-        decode = _stage(dep, BatchShape.decode(w.batch, mid_ctx), mid, tpot, decode_j)
-        decode = StageReport(
-            time_s=tpot,
-            flop=mid.flop,
-            hbm_bytes=mid.hbm_bytes,
-            bound=mid.bound,
-            shares=mid.shares(),
-            power_w=mean_power,
-            energy_j=decode_j,
-            ops=decode.ops,
+        decode = _stage(
+            dep, BatchShape.decode(w.batch, mid_ctx), mid, tpot, decode_j, power_w=mean_power
         )
     context = w.input_tokens + w.output_tokens
     cb = (

@@ -23,7 +23,6 @@ copy of every formula.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -82,11 +81,6 @@ class _GroupCoeffs:
     kv_elems_per_token: float  # this GPU's share of one layer's cache entry
 
 
-@functools.cache
-def _mats(gated: bool) -> int:
-    return 3 if gated else 2
-
-
 def group_coeffs(dep: Deployment) -> tuple[_GroupCoeffs, ...]:
     cached: tuple[_GroupCoeffs, ...] | None = dep.__dict__.get("_group_coeffs")
     if cached is None:
@@ -120,7 +114,7 @@ def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
         o_in = heads_gpu * m.head_dim
         pre = dec = 4 * heads_gpu * m.head_dim
         kv_elems = 2 * kv_heads_gpu * m.head_dim
-    mats = _mats(m.gated_mlp)
+    mats = 3 if m.gated_mlp else 2  # gate, up, down (SwiGLU) or up, down
     moe = m.moe if spec.moe else None
     if moe is None:
         mlp_inner = m.intermediate_size / tp

@@ -3,7 +3,7 @@
 The operator formulas of `ops.py` run unchanged on numpy arrays; this module only builds the
 grid and applies the roofline elementwise:
 t = Σ_ops layers·(kernels·α + max(FLOP/F, bytes/B)) + comm +
-step overhead (the same as `step.step_cost` without a power cap). `benchmarks/sweep_speed.py`
+step overhead (the same as `step.step_cost` without a power cap). `benchmarks/estimate_speed.py`
 checks its rate (configurations per second).
 """
 

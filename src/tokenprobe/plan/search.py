@@ -34,7 +34,7 @@ from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.sim.capacity import max_rate_per_s
-from tokenprobe.units import SECONDS_PER_HOUR
+from tokenprobe.units import MEGA, SECONDS_PER_HOUR
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
 SIM_REQUESTS = 300
@@ -196,8 +196,8 @@ def _priced(req: PlanRequest, o: Outcome) -> Outcome:
     out_tps = o.rate_per_replica * _typical(req.output_len)
     return replace(
         o, cost_per_hour=per_hour,
-        usd_per_million_input_tokens=per_replica_s * o.prefill_share / in_tps * 1e6,
-        usd_per_million_output_tokens=per_replica_s * (1 - o.prefill_share) / out_tps * 1e6,
+        usd_per_million_input_tokens=per_replica_s * o.prefill_share / in_tps * MEGA,
+        usd_per_million_output_tokens=per_replica_s * (1 - o.prefill_share) / out_tps * MEGA,
     )  # fmt: skip
 
 
