@@ -28,7 +28,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tokenprobe.calibrate.sources import TRT_MODELS
+from tokenprobe.calibrate.sources import TASK_ISL, TRT_MODELS
 from tokenprobe.cost import Deployment, kv_capacity_tokens, make_deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate
@@ -37,7 +37,6 @@ from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 DATA = Path(__file__).resolve().parents[1].parent / "shared/validation"
 CSV = DATA / "trtllm_v0.14_throughput.csv"
 MLENERGY_CSV = DATA / "mlenergy_leaderboard_v3_h100.csv"
-TASK_ISL = {"lm-arena-chat": 1000, "gpqa": 300, "sourcegraph-fim": 2000}
 MODELS = TRT_MODELS  # one mapping of the TensorRT-LLM doc's model names (calibrate/sources.py)
 GPUS = {"H200": "h200", "H100": "h100-sxm", "A100-SXM": "a100-sxm-80gb"}
 GPUS |= {"A100-PCIE": "a100-pcie-80gb", "L40S": "l40s"}

@@ -1,5 +1,9 @@
 """Accuracy of the estimator against public measurements in ../shared/validation.
 
+Also against the public online-serving measurements collected in benchmarks/data (SGLang, vLLM
+0.10-0.13 and TensorRT-LLM 1.x `bench serve` runs; see its README), replayed through the serving
+simulator (`tokenprobe.calibrate.serving`); `--no-extra` leaves them out.
+
 Every usable row is mapped to a prediction by `tokenprobe.calibrate.observations` (the mappings
 and their assumptions are documented there; `calibrate` uses the same code). For each source and
 metric it prints the median absolute percentage error (MdAPE) and median signed error (bias) with
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +47,7 @@ CSVS = (
     "trtllm_v0.14_throughput.csv",
 )
 SIMULATED = ("trtllm_v0.14_throughput.csv",)  # each row is a simulated offline run
+EXTRA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def with_profiles(rows: Sequence[Row]) -> list[Observation]:
@@ -81,6 +87,35 @@ def _print(table: list[dict[str, Any]]) -> None:
         )
 
 
+# the issue's accuracy aims are per kind of metric, pooled over sources
+KINDS = {
+    "decode time per token": ("itl_median", "tpot_median", "decode_step_s"),
+    "throughput": ("total_throughput", "throughput_per_gpu", "output_throughput"),
+    "TTFT": ("ttft", "ttft_median", "prefill_s"),
+    "energy per token": ("energy_per_output_token",),
+    "power": ("power_total", "power_per_gpu"),
+}
+
+
+def _by_kind(default: list[Observation], profiled: list[Observation]) -> list[dict[str, Any]]:
+    print(f"\n{'all sources, by kind':34} {'rows':>5} {'default':>8} {'profile':>8}")
+    out = []
+    for kind, metrics in KINDS.items():
+        d = [abs(o.error) for o in default if o.metric in metrics]
+        p = [abs(o.error) for o in profiled if o.metric in metrics]
+        if not d:
+            continue
+        row = {
+            "kind": kind,
+            "rows": len(d),
+            "mdape_pct": round(100 * statistics.median(d), 1),
+            "profile_mdape_pct": round(100 * statistics.median(p), 1),
+        }
+        print(f"{kind:34} {len(d):5d} {row['mdape_pct']:7.1f}% {row['profile_mdape_pct']:7.1f}%")
+        out.append(row)
+    return out
+
+
 def _fit_records() -> list[dict[str, Any]]:
     out = []
     print("\nshipped profiles, as fitted (MdAPE before -> after):")
@@ -103,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the TensorRT-LLM v0.14 max-throughput rows (simulated, ~5 min)",
     )
     parser.add_argument(
+        "--no-extra", action="store_true", help="leave out the serving runs in benchmarks/data"
+    )
+    parser.add_argument(
         "--efficiency",
         action="append",
         default=[],
@@ -121,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if (args.validation_dir / name).exists():
             data.extend(load_csv(args.validation_dir / name))
+    if not args.no_extra:
+        for path in sorted(EXTRA_DIR.glob("*.csv")):
+            data.extend(load_csv(path))
     default = observe(data.rows, eff, DEFAULT_POWER)
     profiled = with_profiles(data.rows)
     if args.rows:
@@ -128,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.source:22} {c.metric:24} {100 * c.error:+7.1f}%  {c.engine:13} {c.label}")
     table = _table(summarize(default), summarize(profiled))
     _print(table)
+    kinds = _by_kind(default, profiled)
     records = _fit_records()
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
@@ -137,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "benchmark": "validate_estimator",
                 "metrics": table,
+                "by_kind": kinds,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),
             }

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tokenprobe.errors import UnknownModelError
-from tokenprobe.model import CATALOG_DIR, ModelSpec, catalog_names, get_model
+from tokenprobe.model import CATALOG_DIR, ModelSpec, catalog_names, from_hf_config, get_model
 from tokenprobe.precision import DTYPES
 from tokenprobe.units import GIGA, GiB, KiB
 
@@ -130,7 +130,9 @@ def test_issue_example_hf_id_is_llama_31_8b() -> None:
     assert get_model("meta-llama/Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
 
 
-@pytest.mark.parametrize("name", ["llama-3.1-8b", "deepseek-v3", "gemma-3-27b", "gpt-oss-20b"])
+@pytest.mark.parametrize(
+    "name", ["llama-3.1-8b", "deepseek-v3", "gemma-3-27b", "gpt-oss-20b", "llama-4-scout-17b-16e"]
+)
 def test_a_config_path_or_folder_gives_the_catalog_counts(name: str, tmp_path: Path) -> None:
     file = CATALOG_DIR / f"{name}.json"
     folder = tmp_path / name
@@ -270,3 +272,94 @@ def test_qwen_attention_biases_and_norms() -> None:
     assert qwen25.qkv_bias and not qwen25.qk_norm
     assert qwen3.qk_norm and not qwen3.qkv_bias
     assert {layer.attention for layer, _ in qwen25.layer_groups} == {"full"}
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [
+        ("zai-org/GLM-4.5-Air", "glm-4.5-air"),
+        ("zai-org/GLM-4.5-Air-FP8", "glm-4.5-air"),
+        ("zai-org/GLM-4.6", "glm-4.6"),
+        ("zai-org/GLM-4.6-FP8", "glm-4.6"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout-17b-16e"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick-17b-128e"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick-17b-128e"),
+        ("Qwen/Qwen3-14B-AWQ", "qwen3-14b"),
+        ("Qwen/Qwen3-32B-AWQ", "qwen3-32b"),
+    ],
+)
+def test_hf_ids_and_quantized_aliases_resolve(alias: str, name: str) -> None:
+    assert get_model(alias).name == name
+    assert get_model(alias.lower()) == get_model(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "dense", "moe", "experts", "expert_width", "qk_norm"),
+    [("glm-4.5-air", 1, 45, 128, 1408, False), ("glm-4.6", 3, 89, 160, 1536, True)],
+)
+def test_glm_4_5_family_dense_first_layers_and_a_shared_expert(
+    name: str, dense: int, moe: int, experts: int, expert_width: int, qk_norm: bool
+) -> None:
+    spec = get_model(name)
+    assert spec.moe is not None
+    assert {layer.moe: n for layer, n in spec.layer_groups} == {False: dense, True: moe}
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (experts, 8)
+    assert (spec.moe.num_shared_experts, spec.moe.shared_intermediate_size) == (1, expert_width)
+    assert spec.moe.expert_intermediate_size == expert_width
+    # attention_bias: q/k/v carry biases, o_proj does not (transformers Glm4MoeAttention)
+    assert spec.qkv_bias and not spec.o_bias and not spec.tie_word_embeddings
+    assert spec.qk_norm is qk_norm
+    assert (spec.num_heads, spec.num_kv_heads, spec.head_dim) == (96, 8, 128)
+
+
+def test_llama_4_scout_chunked_local_layers_and_all_moe() -> None:
+    spec = get_model("llama-4-scout-17b-16e")
+    groups = {(layer.attention, layer.window, layer.moe): n for layer, n in spec.layer_groups}
+    assert groups == {("sliding", 8192, True): 36, ("full", 0, True): 12}
+    assert [spec.layer(i).attention for i in range(4)] == ["sliding"] * 3 + ["full"]
+    assert spec.moe is not None and spec.moe.layer_step == 1
+    assert (spec.moe.num_experts, spec.moe.experts_per_token) == (16, 1)
+    assert (spec.moe.num_shared_experts, spec.moe.shared_intermediate_size) == (1, 8192)
+    assert not spec.tie_word_embeddings and not spec.qk_norm  # L2 qk norm has no weights
+    full_context = spec.kv_elements_per_token * 1_000_000
+    assert spec.kv_elements_for_context(1_000_000) < 0.26 * full_context
+
+
+def test_llama_4_maverick_interleaves_moe_with_dense_layers() -> None:
+    spec = get_model("llama-4-maverick-17b-128e")
+    groups = {(layer.attention, layer.moe): n for layer, n in spec.layer_groups}
+    assert groups == {("sliding", False): 24, ("sliding", True): 12, ("full", True): 12}
+    assert [spec.layer(i).moe for i in range(4)] == [False, True, False, True]
+    assert spec.moe is not None and spec.moe.layer_step == 2
+    assert (spec.moe.num_experts, spec.moe.expert_intermediate_size) == (128, 8192)
+    assert spec.intermediate_size == 16384  # intermediate_size_mlp: the dense layers' MLP
+    dense_mlp = 3 * 5120 * 16384
+    assert spec.layer_params(spec.layer(0), active=True) == spec.attention_params() + (
+        dense_mlp + 2 * 5120
+    )
+
+
+def test_llama_4_explicit_layer_lists_and_no_moe_step() -> None:
+    text = {
+        "model_type": "llama4_text",
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "intermediate_size": 32,
+        "intermediate_size_mlp": 128,
+        "vocab_size": 100,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "attention_chunk_size": 16,
+        "no_rope_layers": [1, 0, 1, 0],
+    }
+    spec = from_hf_config({"model_type": "llama4", "text_config": text})
+    assert [spec.layer(i).window for i in range(4)] == [16, 0, 16, 0]
+    assert all(spec.layer(i).moe for i in range(4)) and not spec.tie_word_embeddings
+    chunked = {**text, "layer_types": ["chunked_attention", "full_attention"] * 2}
+    assert from_hf_config(chunked).layer(0).window == 16
+    dense = from_hf_config({**text, "interleave_moe_layer_step": 0})
+    assert dense.moe is None and dense.intermediate_size == 128

@@ -82,3 +82,22 @@ def test_plan_cli_json_and_bad_input() -> None:
     assert d["best"]["gpus"] == 1
     bad = runner.invoke(app, [*base[:-2], "--tp", "x"])
     assert bad.exit_code == 2 and "tp" in bad.output and "Traceback" not in bad.output
+
+
+def test_a_slower_engine_profile_lowers_the_rate_a_replica_sustains() -> None:
+    # `plan --profile` passes a profile's parameters: a slower engine serves fewer requests/s
+    import dataclasses
+
+    from tokenprobe.cost import DEFAULT_EFFICIENCY
+
+    slow = dataclasses.replace(DEFAULT_EFFICIENCY, memory=0.4, compute_decode=0.3)
+    fast_rate = plan(_req(["h100-sxm"]), workers=1).feasible[0].rate_per_replica
+    slow_plan = plan(_req(["h100-sxm"], efficiency=slow), workers=1)
+    assert slow_plan.feasible[0].rate_per_replica < fast_rate
+    cli = CliRunner().invoke(
+        app,
+        ["plan", "--model", "llama-3.1-8b", "--rate", "4", "--slo-tpot-p90", "0.05",
+         "--gpus", "h100-sxm", "--dtypes", "bf16", "--tp", "1", "--num-requests", "60",
+         "--workers", "1", "--profile", "no-such-engine", "--json"],
+    )  # fmt: skip
+    assert cli.exit_code != 0 and "no-such-engine" in cli.output

@@ -2,8 +2,9 @@
 
 A `ModelSpec` is the shape of a decoder-only transformer: enough to count parameters, KV-cache
 bytes and per-operator FLOP/bytes (see `cost/ops.py`). It covers dense MHA/GQA/MQA, MLA
-(DeepSeek-V2/V3), MoE with routed + shared experts and dense first layers, sliding-window and
-hybrid (local/global) attention layers, and tied embeddings.
+(DeepSeek-V2/V3), MoE with routed + shared experts, dense first layers and MoE layers interleaved
+with dense ones (Llama 4), sliding-window and hybrid (local/global) attention layers (Llama 4's
+chunked local attention is modelled as a window of the chunk size), and tied embeddings.
 
 Parameter conventions (they differ between publishers, so both are offered):
 - `params_total`: every weight of the language model, input embedding and LM head included
@@ -49,6 +50,7 @@ class MoeSpec:
     shared_intermediate_size: int = 0  # per shared expert
     first_dense_layers: int = 0  # DeepSeek `first_k_dense_replace`
     expert_bias: bool = False  # gpt-oss experts carry biases
+    layer_step: int = 1  # Llama 4 `interleave_moe_layer_step`: every layer_step-th layer is MoE
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,11 @@ class ModelSpec:
     def layer(self, index: int) -> LayerSpec:
         kind: AttentionKind = self.layer_types[index] if self.layer_types else "full"
         window = self.sliding_window if kind == "sliding" else 0
-        is_moe = self.moe is not None and index >= self.moe.first_dense_layers
+        is_moe = (
+            self.moe is not None
+            and index >= self.moe.first_dense_layers
+            and (index + 1) % self.moe.layer_step == 0
+        )
         return LayerSpec(kind, window, is_moe)
 
     @functools.cached_property
@@ -259,13 +265,33 @@ def _get(cfg: dict[str, Any], *keys: str, default: Any = None, required: bool = 
     return default
 
 
+def _llama4_chunked(cfg: dict[str, Any], num_layers: int) -> tuple[AttentionKind, ...]:
+    """Llama 4 (iRoPE): layers that apply RoPE attend within chunks of `attention_chunk_size`
+    tokens, the NoPE layers attend globally. `no_rope_layers[i]` is 1 where layer i uses RoPE and
+    defaults to every layer but each `no_rope_layer_interval`-th (4) one (transformers
+    `Llama4TextConfig`; vLLM `llama4.py`: `nope = no_rope_layers[i] == 0`, chunked local
+    attention on the others). A chunk keeps at most `attention_chunk_size` keys, so a chunked layer
+    is modelled as a sliding window of that size (an upper bound on its KV cache and span)."""
+    if not cfg.get("attention_chunk_size"):
+        return ()
+    rope = cfg.get("no_rope_layers")
+    if not (isinstance(rope, list) and len(rope) == num_layers):
+        interval = int(cfg.get("no_rope_layer_interval") or 4)
+        rope = [int((i + 1) % interval != 0) for i in range(num_layers)]
+    return tuple("sliding" if flag else "full" for flag in rope)
+
+
 def _layer_types(cfg: dict[str, Any], num_layers: int) -> tuple[AttentionKind, ...]:
     """Per-layer attention kind from `layer_types` or the older sliding-window conventions."""
     raw = cfg.get("layer_types")
     if isinstance(raw, list) and len(raw) == num_layers:
-        return tuple("sliding" if "sliding" in str(t) else "full" for t in raw)
+        # "chunked_attention": Llama 4's chunked local layers, modelled as windows
+        local = ("sliding", "chunked")
+        return tuple("sliding" if any(k in str(t) for k in local) else "full" for t in raw)
     window = cfg.get("sliding_window")
     model_type = cfg.get("model_type", "")
+    if model_type.startswith("llama4"):
+        return _llama4_chunked(cfg, num_layers)
     if not window:
         return ()
     if model_type == "gemma2":  # alternate local/global, local first (Gemma 2 report, 2.1)
@@ -289,13 +315,22 @@ def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
     num_experts = _get(cfg, "n_routed_experts", "num_local_experts", "num_experts", required=False)
     if not num_experts:
         return None
+    llama4 = str(cfg.get("model_type", "")).startswith("llama4")
+    # Llama 4: layer i is MoE when (i + 1) % interleave_moe_layer_step == 0, none when the step is
+    # 0 (transformers `Llama4TextConfig.moe_layers` default; vLLM `llama4.py` `is_moe_layer`).
+    step = int(cfg.get("interleave_moe_layer_step", 1)) if llama4 else 1
+    if step <= 0:
+        return None
     shared = int(_get(cfg, "n_shared_experts", default=0, required=False))
     shared_size = 0
+    expert_size = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
     if shared:
         shared_size = int(_get(cfg, "moe_intermediate_size"))
     elif cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one wide shared expert
         shared, shared_size = 1, int(cfg["shared_expert_intermediate_size"])
-    expert_size = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+    elif llama4:  # every Llama 4 MoE layer has one shared expert as wide as a routed one (no
+        # config field: transformers `Llama4TextMoe.shared_expert`, vLLM `Llama4MoE.shared_expert`)
+        shared, shared_size = 1, expert_size
     first_dense = int(_get(cfg, "first_k_dense_replace", default=0, required=False))
     return MoeSpec(
         num_experts=int(num_experts),
@@ -307,6 +342,7 @@ def _moe(cfg: dict[str, Any]) -> MoeSpec | None:
         shared_intermediate_size=shared_size,
         first_dense_layers=first_dense,
         expert_bias=cfg.get("model_type") == "gpt_oss",
+        layer_step=step,
     )
 
 
@@ -336,7 +372,10 @@ def from_hf_config(cfg: dict[str, Any], name: str = "") -> ModelSpec:
     if isinstance(cfg.get("text_config"), dict):
         outer = cfg
         cfg = {**cfg["text_config"]}
-        cfg.setdefault("tie_word_embeddings", outer.get("tie_word_embeddings", True))
+        # transformers' Llama4Config unties the LM head by default; the other multimodal configs
+        # in the catalog (Gemma 3) tie it
+        tied_default = outer.get("model_type") != "llama4"
+        cfg.setdefault("tie_word_embeddings", outer.get("tie_word_embeddings", tied_default))
     model_type = str(cfg.get("model_type", ""))
     if model_type.startswith("gemma3"):
         # the Hub's Gemma 3 configs leave these at the transformers `Gemma3TextConfig` defaults
@@ -350,6 +389,8 @@ def from_hf_config(cfg: dict[str, Any], name: str = "") -> ModelSpec:
     moe = _moe(cfg)
     gemma = model_type.startswith("gemma")
     window = int(cfg.get("sliding_window") or 0)
+    if model_type.startswith("llama4"):
+        window = int(cfg.get("attention_chunk_size") or 0)
     layer_types = _layer_types(cfg, layers)
     extra = layers * heads if model_type == "gpt_oss" else 0  # per-head attention sinks
     return ModelSpec(
@@ -359,8 +400,15 @@ def from_hf_config(cfg: dict[str, Any], name: str = "") -> ModelSpec:
         num_heads=heads,
         num_kv_heads=kv_heads if mla is None else heads,
         head_dim=head_dim,
-        intermediate_size=int(
-            _get(cfg, "intermediate_size", "ffn_hidden_size", default=4 * hidden, required=False)
+        intermediate_size=int(  # Llama 4: intermediate_size_mlp is the dense-layer MLP width
+            _get(
+                cfg,
+                "intermediate_size_mlp",
+                "intermediate_size",
+                "ffn_hidden_size",
+                default=4 * hidden,
+                required=False,
+            )
         ),
         vocab_size=int(_get(cfg, "vocab_size")),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
@@ -369,7 +417,10 @@ def from_hf_config(cfg: dict[str, Any], name: str = "") -> ModelSpec:
         or gemma,
         qkv_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
         o_bias=bool(cfg.get("attention_bias", False)) and model_type == "gpt_oss",
-        qk_norm=model_type in ("qwen3", "qwen3_moe") or model_type.startswith("gemma3"),
+        # per-head RMSNorm weights on q and k; Llama 4's `use_qk_norm` is a weightless L2 norm
+        qk_norm=model_type in ("qwen3", "qwen3_moe")
+        or model_type.startswith("gemma3")
+        or (model_type == "glm4_moe" and bool(cfg.get("use_qk_norm"))),
         norms_per_layer=4 if gemma else 2,
         mla=mla,
         moe=moe,

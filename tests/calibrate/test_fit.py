@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tokenprobe.calibrate import Params, fit, observe, summarize
+from tokenprobe.calibrate import Params, fit, load_rows, observe, summarize
 from tokenprobe.calibrate.fit import BOUNDS
 from tokenprobe.errors import ConfigError
 
@@ -62,3 +62,38 @@ def test_fitted_values_stay_inside_their_bounds(truth, make_rows) -> None:
 def test_unknown_parameter_is_rejected_naming_the_choices(truth, make_rows) -> None:
     with pytest.raises(ConfigError, match="compute_prefill"):
         fit(make_rows(truth), ["dvfs_exponent"])
+
+
+def test_a_parameter_starting_on_its_bound_is_fitted_continuously() -> None:
+    """request_overhead_s starts at 0, its lower bound; the fit starts just inside the bound and
+    every evaluation must see that same point, or the finite differences see a jump."""
+    import numpy as np
+
+    from tokenprobe.calibrate.fit import Objective
+
+    line = {
+        "source_id": "gpustack_performance_lab",
+        "engine": "SGLang",
+        "model": "Qwen3-8B",
+        "model_hf_id": "Qwen/Qwen3-8B",
+        "gpu": "H100-SXM",
+        "tp": "1",
+        "weight_precision": "bf16",
+        "workload_type": "closed_loop_concurrency",
+        "isl_mean": "233",
+        "osl_mean": "64",
+        "concurrency": "1",
+        "num_requests": "8",
+        "ttft_ms_median": "40.0",
+    }
+    rows = load_rows([line]).rows
+    obj = Objective(rows, ["request_overhead_s"], Params())
+    r0 = obj.log_errors(obj.z0)
+    slopes = []
+    for dz in (1e-3, 1e-2):
+        slopes.append(float((obj.log_errors(obj.z0 + dz) - r0)[0] / dz))
+    assert slopes[0] > 0 and slopes[0] == pytest.approx(slopes[1], rel=0.05)
+    fitted = fit(rows, ["request_overhead_s"])
+    # a 233-token prefill takes ~5 ms on an H100: the rest of the 40 ms is front end
+    assert 0.025 < fitted.values["request_overhead_s"] < 0.040
+    assert np.isfinite(fitted.objective_end)

@@ -73,3 +73,43 @@ def test_a_csv_outside_the_schema_is_rejected(tmp_path: Path) -> None:
     path.write_text("a,b\n1,2\n")
     with pytest.raises(SchemaError, match="source_id"):
         load_csv(path)
+
+
+@pytest.mark.parametrize(("mean", "median"), [(0.0, 0), (0.54, 0), (0.73, 1), (2.86, 3), (9.5, 9)])
+def test_poisson_median_by_its_definition(mean: float, median: int) -> None:
+    import math
+
+    from tokenprobe.calibrate.sources import poisson_median
+
+    assert poisson_median(mean) == median
+    cdf = sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(median + 1))
+    below = cdf - math.exp(-mean) * mean**median / math.factorial(median)
+    assert cdf >= 0.5 > below
+
+
+def test_mlenergy_moe_rows_run_tensor_parallel_attention_with_experts_spread() -> None:
+    """ML.ENERGY's launch configs pass --tensor-parallel-size N plus enable-expert-parallel
+    (github:ml-energy/benchmark configs/vllm/*/H100/monolithic.config.yaml): no attention DP,
+    whatever the leaderboard's tp=1/ep=N label says; the KV cache stays 16-bit for FP8
+    checkpoints (vLLM's --kv-cache-dtype auto)."""
+    line = {
+        "source_id": "mlenergy_leaderboard_v3",
+        "source_ref": "x__lm-arena-chat.json",
+        "engine": "vLLM",
+        "engine_version": "0.11.1",
+        "model": "Qwen3-235B-A22B-Instruct-2507-FP8",
+        "model_hf_id": "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+        "weight_precision": "fp8",
+        "gpu": "H100",
+        "gpu_count": "8",
+        "tp": "1",
+        "ep": "8",
+        "avg_batch_size": "64",
+        "osl_mean": "800",
+        "itl_ms_median": "34.7",
+        "notes": "task=lm-arena-chat",
+    }
+    (row,) = load_rows([line]).rows
+    dep = row.deployment
+    assert dep.tp == 8 and dep.expert_parallel and not dep.attention_dp
+    assert dep.kv_dtype.name == "bf16"

@@ -68,7 +68,7 @@ def test_bad_files_are_rejected_naming_the_key(text: str, needle: str) -> None:
 
 def test_shipped_profiles_load_and_record_their_fit() -> None:
     names = shipped_profiles()
-    assert {"vllm", "vllm-2024", "tensorrt-llm"} <= set(names)
+    assert {"vllm", "vllm-2024", "sglang", "tensorrt-llm"} <= set(names)
     for name in names:
         p = load_profile(name)
         assert p.efficiency != DEFAULT_EFFICIENCY
@@ -77,4 +77,4 @@ def test_shipped_profiles_load_and_record_their_fit() -> None:
 
 def test_unknown_profile_name_lists_the_shipped_ones() -> None:
     with pytest.raises(ConfigError, match="tensorrt-llm"):
-        load_profile("sglang")
+        load_profile("tgi")

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenprobe.cost import BatchShape, Deployment, make_deployment, op_costs, step_cost
+from tokenprobe.cost import (
+    DEFAULT_EFFICIENCY,
+    BatchShape,
+    Deployment,
+    make_deployment,
+    op_costs,
+    step_cost,
+)
 from tokenprobe.cost.ops import KERNELS
 from tokenprobe.hardware import GpuSpec
 
@@ -122,3 +129,26 @@ def test_power_limit_at_or_below_idle_is_rejected() -> None:
 
     with pytest.raises(ConfigError, match="idle power"):
         make_deployment("llama-3.1-8b", "h100-sxm", power_limit_w=1.0)
+
+
+def test_quantized_moe_slows_only_sub_16_bit_expert_kernels() -> None:
+    replace = dataclasses.replace
+    shape = BatchShape.decode(64, 1024)
+    slow = replace(DEFAULT_EFFICIENCY, quantized_moe=0.5)
+
+    def experts_s(dep: Deployment) -> float:
+        return next(o.time_s for o in op_costs(dep, shape) if o.name == "experts")
+
+    oss = make_deployment("gpt-oss-20b", "h100-sxm", weight_dtype="mxfp4")
+    oss_slow = replace(oss, efficiency=slow)
+    assert experts_s(oss_slow) > 1.5 * experts_s(oss)
+    # only the expert kernels change
+    others = {o.name: o.time_s for o in op_costs(oss, shape) if o.name != "experts"}
+    assert others == {o.name: o.time_s for o in op_costs(oss_slow, shape) if o.name != "experts"}
+    # a 16-bit MoE and a quantized dense model are untouched
+    for dep in (
+        make_deployment("qwen3-30b-a3b", "h100-sxm"),
+        make_deployment("llama-3.1-8b", "h100-sxm", weight_dtype="fp8"),
+    ):
+        same = step_cost(replace(dep, efficiency=slow), shape).time_s
+        assert same == step_cost(dep, shape).time_s

@@ -93,3 +93,17 @@ def test_unknown_scenario_and_unreadable_workload(tmp_path: Path) -> None:
 def test_model_that_leaves_no_room_for_kv() -> None:
     with pytest.raises(ConfigError, match="does not fit"):
         simulate("llama-3.1-70b", "l4", input_tokens=8, output_tokens=8, offline=True)
+
+
+def test_a_profile_adds_its_front_end_latency_to_ttft(tmp_path: Path) -> None:
+    # a profile file with only a front-end latency: TTFT grows by it at concurrency 1, TPOT not
+    profile = tmp_path / "slow-front.toml"
+    profile.write_text('[engine]\nname = "x"\n[efficiency]\nrequest_overhead_s = 0.05\n')
+    flags = ["--model", "qwen3-8b", "--gpu", "h100-sxm", "--input-tokens", "233"]
+    flags += ["--output-tokens", "64", "--concurrency", "1", "--num-requests", "10", "--json"]
+    base = json.loads(runner.invoke(app, ["simulate", *flags]).output)
+    cli = runner.invoke(app, ["simulate", *flags, "--profile", str(profile)])
+    assert cli.exit_code == 0, cli.output
+    slow = json.loads(cli.output)
+    assert slow["ttft_s"]["p50"] == pytest.approx(base["ttft_s"]["p50"] + 0.05, rel=1e-6)
+    assert slow["tpot_s"]["p50"] == pytest.approx(base["tpot_s"]["p50"], rel=1e-6)

@@ -141,3 +141,32 @@ def test_idle_time_is_counted() -> None:
     assert e["step_j"] == pytest.approx(400.0)
     assert e["idle_j"] == pytest.approx(IDLE_W * 98.0)
     assert result.to_dict()["busy_fraction"] == pytest.approx(4 / 102)
+
+
+def test_front_end_latency_delays_admission_but_uses_no_gpu() -> None:
+    # unit steps: without a front end the request's first token is at 1 s; with 0.25 s of front
+    # end it reaches the scheduler at 0.25 s, so every time shifts by 0.25 s and the steps stay
+    config = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=512)
+    pool = BlockPool(1000, config.block_size, config.prefix_caching)
+    result = run_workload(_fixed(1, 32, 4), unit_step, pool, config, idle_w=IDLE_W, frontend_s=0.25)
+    (record,) = result.records
+    assert record.sent_s == 0.0 and record.first_token_s == 1.25 and record.finish_s == 4.25
+    assert record.queue_s == 0.0  # waiting for a slot starts at the hand-over
+    assert result.engine.steps == 4
+    d = result.to_dict()
+    assert d["energy"]["total_j"] == pytest.approx(400.0 + 0.25 * IDLE_W)
+
+
+def test_front_end_latency_paces_a_closed_loop() -> None:
+    # each user's next request is sent when the last one ends, then waits 0.5 s in the front end
+    config = SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=512)
+    workload = _fixed(3, 16, 2, Arrival("closed", concurrency=1))
+
+    def finish(frontend_s: float) -> float:
+        pool = BlockPool(1000, config.block_size, config.prefix_caching)
+        result = run_workload(
+            workload, unit_step, pool, config, idle_w=IDLE_W, frontend_s=frontend_s
+        )
+        return max(r.finish_s or 0.0 for r in result.records)
+
+    assert finish(0.5) == pytest.approx(finish(0.0) + 3 * 0.5)

@@ -47,9 +47,11 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "memory": (0.3, 0.98),
     "attention_memory": (0.2, 1.0),
     "moe_memory": (0.2, 1.0),
+    "quantized_moe": (0.2, 1.0),
     "link": (0.2, 1.0),
     "kernel_overhead_s": (0.0, 40 * MICRO),
     "step_overhead_s": (0.0, 30 * MILLI),
+    "request_overhead_s": (0.0, 200 * MILLI),
     "power.compute_activity": (0.02, 2.0),
     "power.memory_activity": (0.02, 2.0),
 }
@@ -142,7 +144,11 @@ def summarize_by_metric(observations: Iterable[Observation]) -> dict[str, float]
 
 
 def _to_z(value: float, lo: float, hi: float) -> float:
-    u = min(max((value - lo) / (hi - lo), 1e-4), 1 - 1e-4)
+    # a start on a bound begins inside it: at the bound itself the logistic is flat and the fit
+    # could not move the parameter. 2 % above a lower bound (request_overhead_s 0 -> 4 ms), 10 %
+    # below an upper one (quantized_moe 1.0 -> 0.92): the slope there, u(1 - u), must be large
+    # enough for a parameter the data pull far down (FP8 MoE kernels run at ~0.4)
+    u = min(max((value - lo) / (hi - lo), 0.02), 0.9)
     return math.log(u / (1 - u))
 
 
@@ -166,10 +172,15 @@ class Objective:
         ridge: float = RIDGE,
         metrics: Collection[str] | None = None,
     ) -> None:
-        self.rows, self.names, self.start, self.ridge = list(rows), list(names), start, ridge
+        self.rows, self.names, self.ridge = list(rows), list(names), ridge
         self.bounds = [BOUNDS[n] for n in names]
         self.z0 = np.array(
             [_to_z(start.get(n), *b) for n, b in zip(names, self.bounds, strict=True)]
+        )
+        # the point z0 stands for: a start on a bound moves inside it (_to_z), and every
+        # evaluation must see that moved value, or the objective jumps between z0 and z0 + dz
+        self.start = start.with_values(
+            {n: _from_z(float(v), *b) for n, v, b in zip(names, self.z0, self.bounds, strict=True)}
         )
         obs = observe(self.rows, start.efficiency, start.power)
         counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -288,7 +299,10 @@ def fit(
         if gain < tolerance:
             break
         jac = _jacobian(obj.residuals, z, r, active)
-    params = obj.params(z)
+    # a parameter nothing depends on keeps its given start (not the moved-inside one)
+    params = obj.params(z).with_values(
+        {n: start.get(n) for n, a in zip(names, active, strict=True) if not a}
+    )
     return FitResult(
         params=params,
         start=start,

@@ -144,6 +144,8 @@ def dtype_name(text: str) -> str | None:
     t = text.lower()
     for key, name in (
         ("mxfp4", "mxfp4"),
+        ("awq", "int4"),
+        ("int4", "int4"),
         ("fp8", "fp8"),
         ("int8", "int8"),
         ("bfloat16", "bf16"),

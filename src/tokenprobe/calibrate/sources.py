@@ -12,11 +12,20 @@ Mappings and assumptions (stated, not fitted):
 - TensorRT-LLM v0.9 static batches: throughput per GPU = B·OSL / e2e / GPUs; FP8 rows use an fp8
   KV cache (the doc's config); the A100 of unstated memory is taken as SXM 80 GB.
 - ML.ENERGY v3 (vLLM 0.11, steady state): a step decodes `avg_batch_size` sequences and prefills
-  the arrivals that keep the batch full, avg_batch·ISL/OSL tokens per step (continuous batching);
-  J/output token = energy of that average step / batch; the median ITL is that step when a
-  prefill lands in most steps (batch/OSL >= 0.5), else a decode-only step. Input lengths are not
-  published: ISL is assumed per task (TASK_ISL). EP rows (tp=1, ep=N) run as EP over N GPUs with
-  tensor-parallel attention. gpt-oss weights are taken as mxfp4.
+  the requests that join as others finish, batch/OSL per step on average (continuous batching;
+  every request is queued at the start, so the batch stays full). Output tokens/s (batch / mean
+  step), J/output token and power come from that mean step. The median ITL is the step with the
+  median number of joins: joins per step are taken as Poisson with mean batch/OSL (finishes of
+  independent requests), so at batch/OSL = 0.54 the median step is decode-only and at 2.9 it
+  carries 3 prefills. Input lengths
+  are not published: ISL is assumed per task (TASK_ISL). Parallelism is read from the benchmark's
+  own launch configs (github:ml-energy/benchmark@c1d6557, configs/vllm/<task>/<model>/H100/
+  monolithic.config.yaml and mlenergy/benchmark/llm/benchmark.py): every H100 run passes
+  `--tensor-parallel-size <gpus>`, and MoE models add `enable-expert-parallel`, so the rows the
+  leaderboard labels tp=1/ep=N run tensor-parallel attention with experts spread over the N GPUs
+  (no data parallelism; MoE outputs combined by the TP all-reduce). gpt-oss weights are mxfp4; the
+  KV cache is 16-bit (unreported; vLLM's `--kv-cache-dtype auto` is the activation dtype, also for
+  the FP8 checkpoints).
 - `tokenprobe profile` rows (source_id `tokenprobe_profile`): one forward pass each, a prefill of
   `batch_size` x `isl` tokens (`ttft_ms_mean` = its GPU time) or a decode step of `batch_size`
   sequences at context `isl` (`itl_ms_mean`); no host stages, since the profiler times the GPU.
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -48,7 +58,15 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
     run_key,
 )
-from tokenprobe.cost import BatchShape, Deployment, Workload, estimate_deployment, step_cost
+from tokenprobe.calibrate.serving import serving_rows
+from tokenprobe.cost import (
+    BatchShape,
+    Deployment,
+    StepCost,
+    Workload,
+    estimate_deployment,
+    step_cost,
+)
 from tokenprobe.cost.memory import kv_capacity_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
@@ -70,8 +88,15 @@ SIM_MAX_REQUESTS = 1000
 TRT_BENCH_SCHEDULER = SchedulerConfig(
     max_num_seqs=2048, max_num_batched_tokens=8192, gpu_memory_utilization=0.95
 )
-# ML.ENERGY v3 tasks: assumed mean prompt tokens (the leaderboard publishes output lengths only)
-TASK_ISL = {"lm-arena-chat": 1000, "gpqa": 300, "sourcegraph-fim": 2000}
+# ML.ENERGY v3 tasks: assumed mean prompt tokens (the leaderboard publishes output lengths only).
+# lm-arena-chat: 400, set by KV capacity, not by fitting: Llama-3.1-70B on 4 H100s ran a steady
+# batch of 898 sequences (max_num_seqs 1024, so KV-bound) of mean output 351; the ~150 GB of KV
+# room (4 x (0.9 x 80 GiB - weights)) at 320 KiB/token holds ~490k tokens, 549 per sequence, so
+# prompts average at most ~370-450 tokens, not the 1000 first assumed (Llama-3.1-8B's KV-bound
+# 691-sequence batch gives ~460). The prompts are LMArena conversations whose later turns carry
+# the earlier ones (ml-energy/benchmark datasets.py). gpqa (one question + four choices) and
+# sourcegraph-fim (code context) keep the first assumptions.
+TASK_ISL = {"lm-arena-chat": 400, "gpqa": 300, "sourcegraph-fim": 2000}
 
 # ------------------------------------------------------------------------------ predictors
 
@@ -88,25 +113,43 @@ def _static_batch(dep: Deployment, isl: int, osl: int, batch: int) -> dict[str, 
     }
 
 
-def _steady_state(
-    dep: Deployment, batch: float, isl: float, osl: float, prefill_in_median: bool
-) -> dict[str, float]:
-    """ML.ENERGY's steady state: one average continuous-batching step (see module docstring)."""
+def poisson_median(mean: float) -> int:
+    """Median of a Poisson distribution with this mean: the smallest k with P(X <= k) >= 1/2."""
+    k, p = 0, math.exp(-mean)
+    cdf = p
+    while cdf < 0.5:
+        k += 1
+        p *= mean / k
+        cdf += p
+    return k
+
+
+def _steady_state(dep: Deployment, batch: float, isl: float, osl: float) -> dict[str, float]:
+    """ML.ENERGY's steady state (see module docstring): the mean step prices energy and power,
+    the median step the median ITL."""
     ctx = int(isl + osl / 2)
-    prefill = round(batch * isl / osl)
-    shape = BatchShape(
-        prefill_tokens=prefill,
-        prefill_attn_pairs=prefill * (isl / 2),
-        prefill_seqs=1 if prefill else 0,
-        decode_seqs=round(batch),
-        decode_context_tokens=round(batch) * ctx,
-    )
-    cost = step_cost(dep, shape)
-    median = cost if prefill_in_median else step_cost(dep, BatchShape.decode(round(batch), ctx))
+    joins = batch / osl  # requests finishing, and so joining, per step
+
+    def step(arrivals: float) -> StepCost:
+        prefill = round(arrivals * isl)
+        return step_cost(
+            dep,
+            BatchShape(
+                prefill_tokens=prefill,
+                prefill_attn_pairs=prefill * (isl / 2),
+                prefill_seqs=math.ceil(arrivals) if prefill else 0,
+                decode_seqs=round(batch),
+                decode_context_tokens=round(batch) * ctx,
+            ),
+        )
+
+    mean = step(joins)
+    median = step(poisson_median(joins))
     return {
         "itl_median": median.time_s,
-        "energy_per_output_token": cost.energy_j / batch,
-        "power_total": cost.power_w * dep.num_gpus,
+        "output_throughput": batch / mean.time_s,
+        "energy_per_output_token": mean.energy_j / batch,
+        "power_total": mean.power_w * dep.num_gpus,
     }
 
 
@@ -214,10 +257,11 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     if int_field(row, "dp", 1) > 1:
         raise SkipRowError("data-parallel replicas")
     model = row["model_hf_id"]
-    row = {**row, "tp": str(gpus), "pp": "1"}
-    # tp=1 with ep=N on N GPUs is vLLM's DP + EP layout: attention data-parallel, experts spread
-    dp_ep = ep > 1 and tp == 1
-    dep = row_deployment(model, "h100-sxm", row, expert_parallel=dp_ep, attention_dp=dp_ep)
+    # vLLM's --kv-cache-dtype auto keeps a 16-bit cache under FP8 checkpoints
+    kv = row.get("kv_cache_precision") or "bf16"
+    row = {**row, "tp": str(gpus), "pp": "1", "kv_cache_precision": kv}
+    # the launch configs (module docstring): TP over all GPUs, experts spread when ep > 1
+    dep = row_deployment(model, "h100-sxm", row, expert_parallel=ep > 1 and tp == 1)
     batch = float_field(row, "avg_batch_size")
     osl = float_field(row, "osl_mean")
     if batch is None or osl is None:
@@ -226,6 +270,7 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     measured: dict[str, float] = {}
     for metric, key, scale in (
         ("itl_median", "itl_ms_median", MILLI),
+        ("output_throughput", "output_tok_s", 1.0),
         ("energy_per_output_token", "energy_J_per_output_token", 1.0),
         ("power_total", "power_W_total", 1.0),
     ):
@@ -234,11 +279,7 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
             measured[metric] = value * scale
     source = "mlenergy_v3"
     engine = engine_name(row["engine"], row.get("engine_version", ""))
-    # a new request joins every osl/batch steps; when that is less often than every other step,
-    # the median inter-token gap is a decode-only step (the prefill steps are the tail)
-    predict = functools.partial(
-        _steady_state, batch=batch, isl=isl, osl=osl, prefill_in_median=batch / osl >= 0.5
-    )
+    predict = functools.partial(_steady_state, batch=batch, isl=isl, osl=osl)
     label = f"{row['model']} {gpus}gpu B{batch:.0f}"
     yield Row(source, run_key(source, engine, model, dep), engine, label, dep, measured, predict)
 
@@ -310,6 +351,10 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "mlenergy_leaderboard_v3": _mlenergy,
     "tokenprobe_profile": _profile,
     "trtllm_v0.14": _trt014,
+    # online-serving benchmarks (benchmarks/data): the simulator replays the load (serving.py)
+    "gpustack_performance_lab": serving_rows,
+    "datacrunch_h200_sglang": serving_rows,
+    "sglang_benchmark_vllm_060": serving_rows,
 }
 """source_id prefix -> mapper. A new source is one entry here."""
 

@@ -14,6 +14,8 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.report.sections import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
+PROFILE_HELP = "Calibrated engine profile: vllm, vllm-2024, sglang, tensorrt-llm or a TOML"
+
 
 def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") -> dict[str, float]:
     """`key=value` pairs from a repeated option into floats; ConfigError naming the bad one."""
@@ -76,7 +78,7 @@ def estimate_cmd(
     ] = 0.0,
     profile: Annotated[
         str | None,
-        typer.Option(help="Calibrated engine profile: vllm, vllm-2024, tensorrt-llm or a TOML"),
+        typer.Option(help=PROFILE_HELP),
     ] = None,
     efficiency: Annotated[
         list[str] | None,

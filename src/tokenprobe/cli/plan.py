@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress
 from rich.table import Table
 
+from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, console, guarded, print_json
-from tokenprobe.cli.estimate import parse_overrides
+from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.errors import ConfigError
 from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
@@ -64,6 +66,10 @@ def plan_cmd(
         typer.Option(help="Run candidates on a Ray cluster at ADDRESS ('local' starts one)"),
     ] = None,
     num_requests: Annotated[int, typer.Option(help="Requests per simulation")] = 300,
+    profile: Annotated[
+        str | None,
+        typer.Option(help=PROFILE_HELP),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Search GPU x dtype x TP, check each with the simulator, print the cheapest that meet the
@@ -79,10 +85,14 @@ def plan_cmd(
             _split(gpus, "gpus"), _split(dtypes, "dtypes"), _ints(tp, "tp"),
             _ints(max_num_seqs, "max_num_seqs"),
         )  # fmt: skip
-        return PlanRequest(
+        req = PlanRequest(
             model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,
             prices_per_gpu_hour=parse_prices(price_per_gpu_hour), num_requests=num_requests,
         )  # fmt: skip
+        if profile is None:
+            return req
+        p = load_profile(profile)
+        return replace(req, efficiency=p.efficiency, power=p.power)
 
     req = guarded(build)
     if json_out:

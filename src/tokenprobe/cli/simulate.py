@@ -10,9 +10,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.estimate import PROFILE_HELP
+from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import SchedulerConfig, SimResult, simulate
+from tokenprobe.sim.base import vllm_defaults
 from tokenprobe.sim.engine import ProgressFn
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.units import fmt_s
@@ -64,14 +69,19 @@ def simulate_cmd(
     ] = None,
     workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
     scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
-    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM default 256")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(help="default 8192")] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option(help="vLLM's default: 1024 on >= 70 GiB GPUs but A100, else 256")
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="vLLM's default: 8192 on >= 70 GiB GPUs but A100, else 2048")
+    ] = None,
     no_chunked_prefill: Annotated[bool, typer.Option("--no-chunked-prefill")] = False,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching")] = False,
     block_size: Annotated[int | None, typer.Option(help="KV block tokens (16)")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="0.9")] = None,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
     slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
+    profile: Annotated[str | None, typer.Option(help=PROFILE_HELP)] = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -99,12 +109,20 @@ def simulate_cmd(
                 "workload", str(workload), "a workload file replaces the length/arrival flags"
             )
         wl = load_workload(workload) if workload is not None else None
+        dep = None
+        if profile is not None:
+            p = load_profile(profile)
+            dep = make_deployment(
+                model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                efficiency=p.efficiency, power=p.power,
+            )  # fmt: skip
         return simulate(
             model,
             gpu,
             tp=tp,
             weight_dtype=weight_dtype,
             kv_dtype=kv_dtype,
+            deployment=dep,
             workload=wl,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -115,7 +133,7 @@ def simulate_cmd(
             num_requests=num_requests,
             seed=seed,
             scheduler=scheduler,
-            config=flags.config(),
+            config=flags.config(vllm_defaults(get_gpu(gpu))),
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
             progress=progress,

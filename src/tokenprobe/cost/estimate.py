@@ -335,6 +335,7 @@ def estimate_deployment(
     ttft = {
         "queue_s": 0.0,
         "tokenize_s": host.tokenize_s(w.input_tokens),
+        "frontend_s": dep.efficiency.request_overhead_s,
         "prefill_s": pre.time_s,
         "network_s": host.network_s(),
     }

@@ -92,7 +92,18 @@ def rates(dep: Deployment, prefill_heavy: bool) -> tuple[float, float]:
 def special_byte_rates(dep: Deployment) -> dict[str, float]:
     """Achievable HBM bytes/s of the operators with an efficiency of their own."""
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
-    return {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
+    rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
+    for op, scale in flop_rate_scales(dep).items():
+        rates[op] *= scale
+    return rates
+
+
+def flop_rate_scales(dep: Deployment) -> dict[str, float]:
+    """Operators whose kernels run slower than the dense ones in both compute and HBM: the
+    dequantizing fused-MoE kernels of sub-16-bit expert weights (`Efficiency.quantized_moe`)."""
+    if dep.model.moe is None or dep.weight_dtype.bits >= 16 or dep.efficiency.quantized_moe == 1:
+        return {}
+    return {"experts": dep.efficiency.quantized_moe}
 
 
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
@@ -115,11 +126,12 @@ def _op_times(
     # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
     mem_scale = clock_fraction**dep.power.memory_clock_sensitivity
     byte_rate *= mem_scale
-    special = special_byte_rates(dep)
+    special, fscale = special_byte_rates(dep), flop_rate_scales(dep)
     alpha = dep.efficiency.kernel_overhead_s
     for name, n, flop, nbytes, kernels in terms(dep, shape):
         tm = nbytes / (special.get(name, byte_rate / mem_scale) * mem_scale)
-        yield name, n, flop, nbytes, flop / flop_rate, tm, kernels * alpha
+        tc = flop / (flop_rate * fscale.get(name, 1.0))
+        yield name, n, flop, nbytes, tc, tm, kernels * alpha
 
 
 def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:

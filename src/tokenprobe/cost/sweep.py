@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, memory_report
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.step import comm_time_s, rates, special_byte_rates, terms
+from tokenprobe.cost.step import comm_time_s, flop_rate_scales, rates, special_byte_rates, terms
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -49,12 +49,13 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
     c = np.asarray(contexts, dtype=np.float64)[None, :]
     shape = cast(BatchShape, _GridShape(decode_seqs=b, decode_context_tokens=b * c))
     flop_rate, byte_rate = rates(dep, prefill_heavy=False)
-    special = special_byte_rates(dep)
+    special, fscale = special_byte_rates(dep), flop_rate_scales(dep)
     alpha = dep.efficiency.kernel_overhead_s
     stage = np.zeros(np.broadcast_shapes(b.shape, c.shape))
     for name, n, flop, nbytes, kernels in terms(dep, shape):
         tm = nbytes / special.get(name, byte_rate)
-        stage += n * (kernels * alpha + np.maximum(np.asarray(flop) / flop_rate, tm))
+        tc = np.asarray(flop) / (flop_rate * fscale.get(name, 1.0))
+        stage += n * (kernels * alpha + np.maximum(tc, tm))
     total = stage * dep.pp + comm_time_s(dep, shape) + dep.efficiency.step_overhead_s
     return np.asarray(total, dtype=np.float64)
 

@@ -28,8 +28,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from tokenprobe.cost import (
+    DEFAULT_EFFICIENCY,
+    DEFAULT_POWER,
+    Deployment,
+    Efficiency,
+    PowerModel,
+    estimate_deployment,
+    make_deployment,
+)
 from tokenprobe.cost import Workload as StaticWorkload
-from tokenprobe.cost import estimate_deployment, make_deployment
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
@@ -92,6 +100,15 @@ class PlanRequest:
     prices_per_gpu_hour: dict[str, float] = field(default_factory=dict)
     num_requests: int = SIM_REQUESTS
     seed: int = 0
+    # a calibrated engine profile's parameters (`plan --profile`), else the defaults
+    efficiency: Efficiency = DEFAULT_EFFICIENCY
+    power: PowerModel = DEFAULT_POWER
+
+    def deployment(self, c: Candidate) -> Deployment:
+        return make_deployment(
+            self.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype,
+            efficiency=self.efficiency, power=self.power,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0:
@@ -132,7 +149,7 @@ def _typical(dist: LengthDist) -> int:
 def _prune(req: PlanRequest, c: Candidate) -> Outcome | None:
     """An Outcome when the estimator already rules the candidate out, else None."""
     try:
-        dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+        dep = req.deployment(c)
     except TokenprobeError as exc:
         return Outcome(c, False, f"not runnable: {exc}")
     isl, osl = _longest(req.input_len), _longest(req.output_len)
@@ -155,7 +172,7 @@ def evaluate(req: PlanRequest, c: Candidate) -> Outcome:
     pruned = _prune(req, c)
     if pruned is not None:
         return pruned
-    dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+    dep = req.deployment(c)
     config = SchedulerConfig(max_num_seqs=c.max_num_seqs)
     cap = max_rate_per_s(
         dep, req.input_len, req.output_len, slo_ttft_s=req.slo_ttft_p90_s,

@@ -20,7 +20,7 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.base import SchedulerConfig, StepPlan, vllm_defaults
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
@@ -143,13 +143,15 @@ def run_workload(
     meta: dict[str, Any] | None = None,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
+    frontend_s: float = 0.0,
 ) -> SimResult:
-    """The simulator without the cost model: any step function and KV pool (tests use this)."""
+    """The simulator without the cost model: any step function and KV pool (tests use this).
+    `frontend_s`: each request's latency through the serving front end (engine.py)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     ledger = Ledger()
     sched = SCHEDULERS[scheduler](config, pool, ledger)
-    engine = Engine(sched, ledger, step_fn, idle_w, progress)
+    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s)
     requests = workload.generate(np.random.default_rng(seed))
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     result = engine.run(requests, concurrency)
@@ -160,6 +162,7 @@ def run_workload(
         "seed": seed,
         "kv_capacity_blocks": pool.capacity_blocks,
         "idle_power_w": idle_w,
+        "frontend_s": frontend_s,
     }
     return SimResult(
         config=cfg,
@@ -221,7 +224,7 @@ def simulate(
             offline=offline,
             num_requests=num_requests,
         )
-    config = config or SchedulerConfig()
+    config = config or vllm_defaults(dep.gpu)
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
     meta = {
         "model": dep.model.name,
@@ -245,4 +248,5 @@ def simulate(
         meta=meta,
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
+        frontend_s=dep.efficiency.request_overhead_s,
     )

@@ -10,20 +10,23 @@ the requests that finished. Adding a scheduler is one class plus one entry in `S
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
+from tokenprobe.units import GiB
 
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    """Server settings, named and defaulted as in vLLM (`vllm serve` V1 engine).
+    """Server settings, named as in vLLM (`vllm serve` V1 engine). The class defaults are a
+    fixed pair; `vllm_defaults(gpu)` gives what `vllm serve` itself picks on a given GPU, which is
+    what `simulate` uses when no config is passed.
 
-    max_num_seqs: sequences in one step (vLLM default 256).
-    max_num_batched_tokens: tokens (prefill + decode) per step (8192, vLLM V1's default for
-        the API server on GPUs of >= 70 GiB).
+    max_num_seqs: sequences in one step.
+    max_num_batched_tokens: tokens (prefill + decode) per step.
     chunked_prefill: split long prompts over steps to fill the token budget (V1: on).
     block_size: KV tokens per block (16). prefix_caching: reuse shared prompt-prefix blocks.
     gpu_memory_utilization: fraction of GPU memory vLLM may use (0.9); the KV capacity is what is
@@ -50,6 +53,22 @@ class SchedulerConfig:
             )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError("gpu_memory_utilization", self.gpu_memory_utilization, "in (0, 1]")
+
+
+# vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB
+# other than A100 get 1024 sequences and 8192 batched tokens; others (A100: a larger budget
+# lowered its throughput, vLLM PR #17885) 256 and 2048.
+VLLM_BIG_GPU_BYTES = 70 * GiB
+VLLM_BIG_DEFAULTS = (1024, 8192)
+VLLM_SMALL_DEFAULTS = (256, 2048)
+
+
+def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
+    """The scheduler `vllm serve` sets up on this GPU, with `overrides` (SchedulerConfig fields)."""
+    big = gpu.hbm_bytes >= VLLM_BIG_GPU_BYTES and not gpu.name.startswith("a100")
+    seqs, tokens = VLLM_BIG_DEFAULTS if big else VLLM_SMALL_DEFAULTS
+    fields = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **overrides}
+    return SchedulerConfig(**fields)
 
 
 class StepPlan(NamedTuple):

@@ -8,6 +8,11 @@ vLLM sees all requests that were added before it steps.
 The GPU is either running one step (whose time and energy come from `step_fn`, the cost model) or
 idle at `idle_power_w` until the next arrival. The power timeline has one point per step and per
 idle spell, so total energy = sum(power x duration) over it, idle time included.
+
+A request sent at t reaches the scheduler at t + `frontend_s` (`Efficiency.request_overhead_s`:
+the serving front end's HTTP handling, chat template, tokenization and hand-off to the engine
+process, plus the way back of the first chunk), so that latency adds to its TTFT and end-to-end
+time but occupies no GPU step.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ ProgressFn = Callable[[int, int], None]
 
 _STEP_DONE = 0  # applied before arrivals of the same instant: the freed slots are seen by them
 _ARRIVAL = 1
+_ADMIT = 2  # a sent request reaching the scheduler after the front end's latency
 _PROGRESS_EVERY_STEPS = 2000
 
 
@@ -70,6 +76,7 @@ class EngineResult:
     step_energy_j: float
     idle_energy_j: float
     busy_s: float
+    frontend_s: float = 0.0
 
 
 class Engine:
@@ -82,8 +89,10 @@ class Engine:
         step_fn: StepFn,
         idle_power_w: float,
         progress: ProgressFn | None = None,
+        frontend_s: float = 0.0,
     ) -> None:
         self.sched = scheduler
+        self.frontend_s = frontend_s
         self.ledger = ledger
         self.step_fn = step_fn
         self.idle_power_w = idle_power_w
@@ -142,15 +151,24 @@ class Engine:
             _, kind, _, payload = heapq.heappop(self._heap)
             if kind == _STEP_DONE:
                 self._step_done()
-            else:
+            elif kind == _ARRIVAL:
                 self._arrive(payload)
+            else:
+                self._admit(payload)
 
     def _arrive(self, i: int) -> None:
-        seq = Seq(i, self.requests[i], self.clock_s)
-        self.seqs[i] = seq
-        reason = self.sched.add(seq, self.clock_s)
+        self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
         if not self.concurrency:
             self._push_next_arrival(self.clock_s)
+        if self.frontend_s > 0:
+            self._push(self.clock_s + self.frontend_s, _ADMIT, i)
+        else:
+            self._admit(i)
+
+    def _admit(self, i: int) -> None:
+        seq = self.seqs[i]
+        assert seq is not None
+        reason = self.sched.add(seq, self.clock_s)
         if reason is not None:
             seq.reject_reason = reason
             self._finished(seq)
@@ -209,4 +227,5 @@ class Engine:
             step_energy_j=self.step_energy_j,
             idle_energy_j=self.idle_energy_j,
             busy_s=self.busy_s,
+            frontend_s=self.frontend_s,
         )

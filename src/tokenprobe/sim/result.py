@@ -46,7 +46,9 @@ def _record(seq: Seq, result: EngineResult, traced: bool) -> RequestRecord:
             error_message=seq.reject_reason,
             token_count_source="sim",
         )
-    queue = None if seq.first_sched_s is None else seq.first_sched_s - seq.arrival_s
+    # waiting for a slot starts once the front end has handed the request over
+    ready_s = seq.arrival_s + result.frontend_s
+    queue = None if seq.first_sched_s is None else seq.first_sched_s - ready_s
     return RequestRecord(
         request_id=spec.request_id,
         scheduled_s=seq.arrival_s,

@@ -1,0 +1,202 @@
+"""Online-serving benchmark rows -> `Row`s predicted by the serving simulator.
+
+Rows in the common validation schema from serving clients (`vllm bench serve`,
+`sglang.bench_serving`; benchmarks/data/README.md lists the sources) whose `workload_type` is one
+of three load kinds, each replayed through `tokenprobe.sim` on the row's deployment:
+- `offline_max_throughput...`: every request sent at t = 0 (request rate inf); measured output
+  tokens/s and median TPOT (TTFT there is queueing behind ~1000 requests, left out). For
+  ShareGPT the throughput is left out too: an offline run lasts until its longest answers end,
+  so its tokens/s depends on the tail of the length distribution, which mean lengths do not
+  give (the median TPOT, set by the running batch, does not).
+- `closed_loop_concurrency`: `concurrency` users, each sending the next request when its last one
+  ends; median TTFT, median TPOT (or ITL) and output tokens/s.
+- `online_poisson_qps`: Poisson arrivals at `request_rate_qps`; the same metrics.
+At most `SIM_REQUESTS` requests are simulated (the row's count when smaller).
+
+Lengths: `random ... uniform in [1, L]` datasets (sglang.bench_serving's random_range_ratio 0)
+draw uniform lengths; otherwise fixed lengths at the row's mean (`isl_mean`/`osl_mean`, derived by
+the source or from its totals), since ShareGPT and early-stopping random rows have no fixed
+length. Rows with neither are skipped.
+
+Engine settings the sources do not restate are the engines' own defaults, overridden by flags
+found in the row's notes (the serving command):
+- vLLM >= 0.10 API server: max_num_seqs 1024 and 8192 batched tokens on GPUs of >= 70 GiB other
+  than A100, else 256 and 2048 (vllm/engine/arg_utils.py `get_batch_defaults`);
+  gpu_memory_utilization 0.9. Flags: --max-num-seqs, --max-num-batched-tokens,
+  --gpu-memory-utilization.
+- SGLang: chunked_prefill_size 8192 on H100/H200/A100; mem_fraction_static 0.88/0.87/0.85/0.81
+  at TP 1/2/4/8 (sglang/srt/server_args.py); running requests bounded by the KV pool (capped
+  here at 4096). Flags: --chunked-prefill-size, --mem-fraction-static, --max-running-requests.
+- TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens 8192, KV fraction 0.9 of free
+  memory. Flags: --max_batch_size, --max_num_tokens.
+The KV cache is 16-bit unless the command passes --kv-cache-dtype fp8 (vLLM's and SGLang's
+"auto" is the model's activation dtype, also for FP8 checkpoints). MoE rows with ep > 1 spread
+experts over the TP GPUs with tensor-parallel attention; SGLang data-parallel attention rows
+(dp > 1) are skipped, as are speculative-decoding runs (the sources leave them out) and runs
+of at most `MIN_OUTPUT_TOKENS` output tokens per request (GPUStack's 128/4 runs: 1000 requests
+of 4 tokens finish at 44 requests/s on vLLM, a rate set by the API server's CPU per request,
+which the simulator does not model; `estimate` prices host CPU separately, E8).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
+
+from tokenprobe.calibrate.observations import (
+    Row,
+    SkipRowError,
+    engine_name,
+    float_field,
+    gpu_name,
+    int_field,
+    row_deployment,
+    run_key,
+)
+from tokenprobe.cost import Deployment
+from tokenprobe.cost.memory import kv_capacity_tokens
+from tokenprobe.sim import simulate
+from tokenprobe.sim.base import SchedulerConfig, vllm_defaults
+from tokenprobe.units import MILLI
+from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
+
+SIM_REQUESTS = 3000
+MIN_OUTPUT_TOKENS = 8
+SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}
+SGLANG_MAX_RUNNING = 4096
+# source tables as named in reports: the collection, then the engine (one table mixes engines)
+SOURCE_PREFIX = {
+    "gpustack_performance_lab": "gpustack",
+    "datacrunch_h200_sglang": "datacrunch",
+    "sglang_benchmark_vllm_060": "sglang_v0.3_bench",
+}
+LOADS = ("offline_max_throughput", "closed_loop_concurrency", "online_poisson_qps")
+
+
+def _flag(notes: str, *names: str) -> float | None:
+    """The value of the first of `names` given in the serving command (`--x 5` or `--x=5`)."""
+    for name in names:
+        m = re.search(rf"{re.escape(name)}[ =]([0-9.]+)(?![0-9.])", notes)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
+    """The engine's default scheduler on this GPU, with the command's overrides (docstring)."""
+    if engine == "sglang":
+        seqs = _flag(notes, "--max-running-requests") or SGLANG_MAX_RUNNING
+        tokens = _flag(notes, "--chunked-prefill-size") or 8192
+        util = _flag(notes, "--mem-fraction-static") or SGLANG_MEM_FRACTION.get(dep.tp, 0.81)
+    elif engine == "tensorrt-llm":
+        seqs = _flag(notes, "--max_batch_size", "--max-batch-size") or 2048
+        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or 8192
+        util = 0.9
+    else:
+        base = vllm_defaults(dep.gpu)
+        seqs = _flag(notes, "--max-num-seqs") or base.max_num_seqs
+        tokens = _flag(notes, "--max-num-batched-tokens") or base.max_num_batched_tokens
+        util = _flag(notes, "--gpu-memory-utilization") or base.gpu_memory_utilization
+    seqs, tokens = int(seqs), int(tokens)
+    return SchedulerConfig(
+        max_num_seqs=seqs, max_num_batched_tokens=max(tokens, seqs), gpu_memory_utilization=util
+    )
+
+
+def _lengths(row: Mapping[str, str]) -> tuple[LengthDist, LengthDist]:
+    if "uniform in [1, L]" in row.get("dataset", ""):
+        top_in, top_out = int_field(row, "isl"), int_field(row, "osl")
+        return (
+            LengthDist("uniform", low=1, high=top_in, name="input_tokens"),
+            LengthDist("uniform", low=1, high=top_out, name="output_tokens"),
+        )
+    isl = float_field(row, "isl_mean") or float_field(row, "isl")
+    osl = float_field(row, "osl_mean") or float_field(row, "osl")
+    if isl is None or osl is None:
+        raise SkipRowError("no input/output lengths (neither mean nor nominal)")
+    return fixed(max(1, round(isl)), "input_tokens"), fixed(max(1, round(osl)), "output_tokens")
+
+
+def _arrival(row: Mapping[str, str]) -> tuple[str, Arrival]:
+    kind = row.get("workload_type", "")
+    if kind.startswith("offline_max_throughput"):
+        return "offline", Arrival("offline")
+    if kind.startswith("closed_loop_concurrency"):
+        return "closed", Arrival("closed", concurrency=int_field(row, "concurrency"))
+    if kind.startswith("online_poisson_qps"):
+        rate = float_field(row, "request_rate_qps")
+        if rate is None:
+            raise SkipRowError("Poisson row without a request rate")
+        return "poisson", Arrival("poisson", rate_per_s=rate)
+    raise SkipRowError(f"workload not one of {', '.join(LOADS)}: {kind[:40]}")
+
+
+def _serve(dep: Deployment, workload: Workload, config: SchedulerConfig) -> dict[str, float]:
+    result = simulate(deployment=dep, workload=workload, config=config, trace_requests=0)
+    s = result.summary()
+    out = {"output_throughput": float(s["output_tokens_per_s"])}
+    for metric, key in (("ttft_median", "ttft_s"), ("tpot_median", "tpot_s")):
+        value = s[key]["p50"]
+        if value is not None:
+            out[metric] = float(value)
+    out["itl_median"] = out.get("tpot_median", 0.0)  # one token per streamed chunk
+    return out
+
+
+def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
+    """One row of an online-serving benchmark (module docstring)."""
+    if int_field(row, "dp", 1) > 1:
+        raise SkipRowError("data-parallel attention (SGLang --enable-dp-attention)")
+    engine = engine_name(row["engine"], row.get("engine_version", ""))
+    notes = row.get("notes", "")
+    model = row.get("model_hf_id") or row["model"]
+    kv = "fp8" if re.search(r"--kv[-_]cache[-_]dtype[ =]fp8", notes) else "bf16"
+    ep = int_field(row, "ep", 1)
+    dep = row_deployment(
+        model,
+        gpu_name(row["gpu"], row["source_id"]),
+        {**row, "kv_cache_precision": kv},
+        expert_parallel=ep > 1,
+    )
+    load, arrival = _arrival(row)
+    input_len, output_len = _lengths(row)
+    if output_len.expected <= MIN_OUTPUT_TOKENS:
+        raise SkipRowError("front-end-bound: a few output tokens per request (module docstring)")
+    requests = min(int_field(row, "num_requests", SIM_REQUESTS), SIM_REQUESTS)
+    workload = Workload(arrival, input_len, output_len, num_requests=requests, name=load)
+    measured: dict[str, float] = {}
+    wanted = ["output_throughput", "tpot_median", "itl_median"]
+    if load != "offline":
+        wanted.append("ttft_median")
+    elif "sharegpt" in row.get("dataset", "").lower():
+        wanted.remove("output_throughput")
+    for metric, key, scale in (
+        ("output_throughput", "output_tok_s", 1.0),
+        ("ttft_median", "ttft_ms_median", MILLI),
+        ("tpot_median", "tpot_ms_median", MILLI),
+        ("itl_median", "itl_ms_median", MILLI),
+    ):
+        value = float_field(row, key)
+        if value and metric in wanted:
+            measured[metric] = value * scale
+    if "tpot_median" in measured:  # vllm bench serve's ITL splits chunks; TPOT is the cleaner one
+        measured.pop("itl_median", None)
+    if not measured:
+        raise SkipRowError("no throughput or latency figure")
+    source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
+    config = scheduler_for(engine, dep, notes)
+    longest = round(input_len.expected + output_len.expected)
+    if kv_capacity_tokens(dep, config.gpu_memory_utilization) < longest:
+        raise SkipRowError("model leaves no KV room for one request in our memory model")
+    label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
+    label += f"{output_len.expected:.0f}"
+    label += f" c{arrival.concurrency}" if load == "closed" else ""
+    label += f" {arrival.rate_per_s:g}qps" if load == "poisson" else ""
+    predict = functools.partial(
+        _serve,
+        workload=workload,
+        config=config,
+    )
+    key = f"{run_key(source, engine, model, dep)}/{load}"
+    yield Row(source, key, engine, label, dep, measured, predict, simulated=True)
