@@ -152,3 +152,29 @@ def test_quantized_moe_slows_only_sub_16_bit_expert_kernels() -> None:
     ):
         same = step_cost(replace(dep, efficiency=slow), shape).time_s
         assert same == step_cost(dep, shape).time_s
+
+
+def test_expert_parallel_layers_wait_for_the_gpu_that_touched_most_experts() -> None:
+    """E[max over GPUs of Binomial(E/n, p)], checked against a seeded Monte Carlo of uniform
+    top-k routing, and its limits: one GPU = the mean; every expert touched = all of them."""
+    import numpy as np
+
+    from tokenprobe.cost.ops import expected_distinct_experts, slowest_gpu_experts
+
+    rng = np.random.default_rng(0)
+    experts, k, tokens, gpus = 64, 4, 6, 8
+    trials = []
+    for _ in range(4000):
+        touched = np.zeros(experts, dtype=bool)
+        for _ in range(tokens):
+            touched[rng.choice(experts, k, replace=False)] = True
+        trials.append(touched.reshape(gpus, -1).sum(axis=1).max())
+    slowest = slowest_gpu_experts(experts, k, tokens, gpus)
+    assert slowest == pytest.approx(np.mean(trials), rel=0.03)
+    mean = expected_distinct_experts(experts, k, tokens) / gpus
+    assert mean < slowest_gpu_experts(experts, k, tokens, gpus) <= experts / gpus
+    one_gpu = slowest_gpu_experts(experts, k, tokens, 1)
+    assert one_gpu == pytest.approx(expected_distinct_experts(experts, k, tokens), rel=1e-9)
+    assert slowest_gpu_experts(experts, k, 10_000, gpus) == pytest.approx(experts / gpus)
+    grid = slowest_gpu_experts(experts, k, np.array([1.0, 6.0, 10_000.0]), gpus)
+    assert grid[1] == pytest.approx(slowest_gpu_experts(experts, k, 6, gpus))
