@@ -140,7 +140,8 @@ def _serve(dep: Deployment, workload: Workload, config: SchedulerConfig) -> dict
         value = s[key]["p50"]
         if value is not None:
             out[metric] = float(value)
-    out["itl_median"] = out.get("tpot_median", 0.0)  # one token per streamed chunk
+    if "tpot_median" in out:  # one token per streamed chunk: ITL = TPOT
+        out["itl_median"] = out["tpot_median"]
     return out
 
 

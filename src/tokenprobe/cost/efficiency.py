@@ -29,13 +29,13 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   after an unpack. It scales both the HBM and the compute rate of the `experts` operator. Left
   at 1 (no penalty) until calibrated: ML.ENERGY's vLLM 0.11 H100 runs put Qwen3-235B-FP8 at
   TP8 *slower* than the same model in BF16 at TP8 (24.7 vs 20.2 ms at batch 8), which no
-  bandwidth- or FLOP-based term can produce, and gpt-oss (MXFP4) decodes at about half the
-  predicted rate at every batch.
+  bandwidth- or FLOP-based term can produce, and gpt-oss-20b (MXFP4) on one H100 decodes at
+  about half the predicted rate at large batches.
 - `alltoall_extra_latency_s` 0 s: what one expert-parallel all-to-all (dispatch or combine)
   costs beyond the link's per-message latency (`LinkSpec.latency_s`, an all-reduce-hop figure).
   All-to-all among 8 GPUs synchronises all of them, so it is likely larger; left at 0 until
-  calibrated. Evidence so far: with 43 µs extra, ML.ENERGY's vLLM DP+EP MoE runs (113 rows) go
-  from a median ITL bias of −23 % to −11 %, while the dense rows are unchanged.
+  calibrated. No data here measures it yet: ML.ENERGY's MoE runs, first read as DP+EP, ran
+  tensor-parallel attention with experts spread (their launch configs), with no all-to-all.
 - `request_overhead_s` 0 s: latency every request spends in the serving front end, outside the
   GPU steps: HTTP parsing, chat template, tokenization, hand-off to the engine process (ZMQ in
   vLLM V1 and SGLang), detokenization and streaming of the first chunk. It adds to TTFT and
@@ -43,7 +43,7 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   GPU. 0 for offline engines (`LLM.generate`, gptSessionBenchmark, the Argonne and TRT-LLM v0.9
   tables), fitted per serving engine: at concurrency 1-4 GPUStack's Qwen3-8B H100 runs measure a
   median TTFT of 60 ms on vLLM 0.11, 27 ms on SGLang 0.5 and 45 ms on TensorRT-LLM 1.x for a
-  233-token prompt whose prefill takes ~5 ms (benchmarks/data).
+  233-token prompt whose prefill the cost model puts at 8 ms (benchmarks/data).
 - `kernel_overhead_s` 4 µs: time every kernel adds beyond its roofline time: launch gap, ramp-up
   and tail (partly filled waves) even inside a CUDA graph (NVIDIA "Getting Started with CUDA
   Graphs": ~2-3 µs launch per kernel; small-kernel tail effects add as much). Each operator

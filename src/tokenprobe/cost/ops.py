@@ -184,7 +184,7 @@ def _max_touched(per_gpu: int, gpus: int, p: Any) -> Any:
 
 def slowest_gpu_experts(moe_experts: int, experts_per_token: int, tokens: Any, gpus: int) -> Any:
     """Distinct experts read by the busiest of `gpus` expert-parallel GPUs (module docstring)."""
-    per_gpu = moe_experts // gpus
+    per_gpu = -(-moe_experts // gpus)  # the busiest GPU holds the rounded-up share
     p = 1.0 - (1.0 - experts_per_token / moe_experts) ** tokens
     if isinstance(p, np.ndarray):
         return _max_touched(per_gpu, gpus, p)
