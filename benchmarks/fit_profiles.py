@@ -15,6 +15,8 @@ One profile per engine and era the data separates (see calibrate/observations.py
 - `sglang`: SGLang 0.5 as GPUStack ran it (benchmarks/data); held out: DataCrunch's H200 runs
   (another SGLang build, Dec 2024, Poisson loads). shared/validation has no SGLang rows, so this
   profile is fitted on the public measurements collected in benchmarks/data (see its README).
+  (Fitting on both with every third run held out was tried: over all SGLang rows it gives decode
+  23.4 % but throughput 17.9 % and TTFT 26.3 %, against 27.8 / 9.6 / 22.7 % for this split.)
 
 Each profile records its parameters and its error before/after on the fitted and held-out sets.
 Prints a table, then one JSON line.
