@@ -41,6 +41,30 @@ def test_estimate_matches_the_library(server: Server) -> None:
     assert {"roofline", "shares", "tpot", "throughput", "memory", "kv"} <= set(j["figures"])
 
 
+def test_a_shipped_profile_is_applied_and_listed(server: Server) -> None:
+    import tokenprobe
+    from tokenprobe.calibrate import load_profile, shipped_profiles
+
+    assert httpx.get(f"{server.url}/api/catalog").json()["profiles"] == shipped_profiles()
+    body = {"model": "qwen3-8b", "gpu": "h100-sxm", "input_tokens": 233, "profile": "sglang"}
+    j = _post(server, "/api/estimate", body).json()
+    p = load_profile("sglang")
+    want = tokenprobe.estimate(
+        "qwen3-8b",
+        "h100-sxm",
+        input_tokens=233,
+        output_tokens=256,
+        efficiency=p.efficiency,
+        power=p.power,
+    ).to_dict()
+    assert j["estimate"]["ttft_s"] == pytest.approx(want["ttft_s"])
+    assert j["estimate"]["ttft_breakdown_s"]["frontend_s"] == pytest.approx(
+        p.efficiency.request_overhead_s
+    )
+    plain = _post(server, "/api/estimate", {**body, "profile": None}).json()
+    assert plain["estimate"]["ttft_s"] < j["estimate"]["ttft_s"]
+
+
 def test_pasted_config_is_estimated(server: Server) -> None:
     cfg = {
         "model_type": "llama",
@@ -86,6 +110,8 @@ BAD_ESTIMATES: list[tuple[str, Any, int, str]] = [
     ("unknown dtype", {"weight_dtype": "fp7"}, 422, "weight_dtype"),
     ("negative power", {"power_limit_w": -5}, 422, "power_limit_w"),
     ("TP the model cannot split", {"tp": 7}, 400, "tp"),
+    ("profile that does not ship", {"profile": "tgi"}, 400, "profile"),
+    ("profile as a path", {"profile": "../../etc/passwd"}, 400, "profile"),
     ("pasted config without sizes", {"hf_config": {"model_type": "llama"}}, 400, "hf_config"),
     ("pasted config with huge sizes", {"hf_config": {"hidden_size": 10**15}}, 400, "hf_config"),
 ]

@@ -93,6 +93,23 @@ def test_changing_the_batch_changes_numbers_and_plots(page: Any, artifacts: Path
     assert page.errors == []
 
 
+def test_choosing_an_engine_profile_changes_the_numbers(page: Any, artifacts: Path) -> None:
+    options = page.eval_on_selector_all("#in-profile option", "os => os.map(o => o.value)")
+    assert options[0] == "" and "vllm" in options and "sglang" in options
+    before = _numbers(page)
+    n = _updates(page)
+    page.select_option("#in-profile", "vllm")
+    _wait_for_update(page, n)
+    after = _numbers(page)
+    assert after["ttft"] != before["ttft"] and after["tpot"] != before["tpot"]
+    page.screenshot(path=str(artifacts / "web-profile-vllm.png"), full_page=True)
+    n = _updates(page)
+    page.select_option("#in-profile", "")
+    _wait_for_update(page, n)
+    assert _numbers(page) == before
+    assert page.errors == []
+
+
 def test_bad_input_shows_the_server_message_and_recovers(page: Any) -> None:
     page.fill("#in-batch", "-5")
     page.wait_for_function("document.getElementById('error').textContent.includes('batch')")

@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from tokenprobe.calibrate import shipped_profiles
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import gpu_names
 from tokenprobe.model import catalog_names
@@ -102,6 +103,7 @@ def _catalog() -> dict[str, Any]:
         "models": catalog_names(),
         "gpus": gpus,
         "dtypes": list(DTYPE_NAMES),
+        "profiles": shipped_profiles(),
         "limits": {k: {"min": lo, "max": hi} for k, (lo, hi) in LIMITS.items()},
     }
 

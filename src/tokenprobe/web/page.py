@@ -44,6 +44,7 @@ h2 { font-size: 1.1em; border-bottom: 1px solid #ccc; margin-top: 1.5em; }
 <label for="in-tp">tensor parallel (GPUs)</label><input id="in-tp" type="number" value="1" min="1">
 <label for="in-wdtype">weight dtype</label><select id="in-wdtype"></select>
 <label for="in-kvdtype">KV-cache dtype</label><select id="in-kvdtype"></select>
+<label for="in-profile">engine profile (calibrated)</label><select id="in-profile"></select>
 <details><summary>paste a config.json instead</summary>
 <label for="in-config">Hugging Face config.json (used when not empty)</label>
 <textarea id="in-config" spellcheck="false"></textarea></details>
@@ -104,7 +105,7 @@ function fillSelect(el, values, selected) {
   el.replaceChildren();
   for (const v of values) {
     const o = document.createElement("option");
-    o.value = v; o.textContent = v === "" ? "(default: 16-bit)" : v;
+    o.value = v; o.textContent = v === "" ? (el.dataset.empty || "(default: 16-bit)") : v;
     if (v === selected) o.selected = true;
     el.appendChild(o);
   }
@@ -118,6 +119,7 @@ function requestBody() {
     model: $("in-model").value, gpu: $("in-gpu").value, tp: intOf("in-tp"),
     input_tokens: intOf("in-input"), output_tokens: intOf("in-output"), batch: intOf("in-batch"),
     weight_dtype: $("in-wdtype").value, kv_dtype: $("in-kvdtype").value || null,
+    profile: $("in-profile").value || null,
   };
   const pasted = $("in-config").value.trim();
   if (pasted) {
@@ -227,6 +229,8 @@ async function init() {
   fillSelect($("in-gpu"), c.gpus.map((g) => g.name), "h100-sxm");
   fillSelect($("in-wdtype"), c.dtypes, "bf16");
   fillSelect($("in-kvdtype"), ["", ...c.dtypes], "");
+  $("in-profile").dataset.empty = "(none: model defaults)";
+  fillSelect($("in-profile"), ["", ...c.profiles], "");
   for (const [key, id] of [["tp", "in-tp"], ["input_tokens", "in-input"],
                            ["output_tokens", "in-output"], ["batch", "in-batch"]]) {
     $(id).max = c.limits[key].max;

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tokenprobe.calibrate import Profile, load_profile, shipped_profiles
 from tokenprobe.cost import Estimate, estimate
 from tokenprobe.errors import ConfigError, UnknownHardwareError, UnknownModelError
 from tokenprobe.hardware import GpuSpec, get_gpu, gpu_names
@@ -55,6 +56,9 @@ class WorkloadRequest(BaseModel):
     weight_dtype: DtypeName = "bf16"
     kv_dtype: DtypeName | None = None
     power_limit_w: float | None = Field(None, gt=0, le=MAX_POWER_W, allow_inf_nan=False)
+    profile: str | None = Field(
+        None, min_length=1, max_length=40, description="a shipped engine profile (never a path)"
+    )
 
 
 class EstimateRequest(WorkloadRequest):
@@ -105,8 +109,17 @@ def catalog_gpu(name: str) -> GpuSpec:
     return get_gpu(match)
 
 
+def shipped_profile(name: str) -> Profile:
+    """A profile shipped with the package by name; never a file (`load_profile` reads paths)."""
+    names = shipped_profiles()
+    if name not in names:
+        raise ConfigError("profile", name, f"one of {', '.join(names)} (or none for the defaults)")
+    return load_profile(name)
+
+
 def run_estimate(req: WorkloadRequest, gpu: GpuSpec) -> Estimate:
     model = pasted_model(req.hf_config) if req.hf_config is not None else catalog_model(req.model)
+    profile = shipped_profile(req.profile) if req.profile is not None else None
     return estimate(
         model,
         gpu,
@@ -118,4 +131,6 @@ def run_estimate(req: WorkloadRequest, gpu: GpuSpec) -> Estimate:
         weight_dtype=req.weight_dtype,
         kv_dtype=req.kv_dtype,
         power_limit_w=req.power_limit_w,
+        efficiency=profile.efficiency if profile else None,
+        power=profile.power if profile else None,
     )
