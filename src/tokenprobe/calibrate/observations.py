@@ -25,6 +25,7 @@ from tokenprobe.cost import (
     PowerModel,
     make_deployment,
 )
+from tokenprobe.cost.memory import kv_capacity_tokens
 from tokenprobe.errors import TokenprobeError
 
 Predictor = Callable[[Deployment], dict[str, float]]
@@ -177,6 +178,24 @@ def float_field(row: Mapping[str, str], key: str) -> float | None:
     except ValueError:
         raise SkipRowError(f"{key}={value!r} is not a number") from None
     return number if number is not None and number > 0 else None
+
+
+def measured_fields(
+    row: Mapping[str, str], fields: Sequence[tuple[str, str, float]]
+) -> dict[str, float]:
+    """{metric: value in SI} for each (metric, column, scale to SI) the row fills."""
+    measured = {}
+    for metric, column, scale in fields:
+        value = float_field(row, column)
+        if value:
+            measured[metric] = value * scale
+    return measured
+
+
+def require_kv_room(dep: Deployment, gpu_memory_utilization: float, tokens: float) -> None:
+    """Skip a row whose deployment cannot hold one request of `tokens` in our memory model."""
+    if kv_capacity_tokens(dep, gpu_memory_utilization) < tokens:
+        raise SkipRowError("model leaves no KV room for one request in our memory model")
 
 
 def row_deployment(model: str, gpu: str, row: Mapping[str, str], **kw: Any) -> Deployment:

@@ -51,11 +51,12 @@ from tokenprobe.calibrate.observations import (
     float_field,
     gpu_name,
     int_field,
+    measured_fields,
+    require_kv_room,
     row_deployment,
     run_key,
 )
 from tokenprobe.cost import Deployment
-from tokenprobe.cost.memory import kv_capacity_tokens
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig, vllm_defaults
 from tokenprobe.units import MILLI
@@ -63,14 +64,25 @@ from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
 SIM_REQUESTS = 3000
 MIN_OUTPUT_TOKENS = 8
-SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}
-SGLANG_MAX_RUNNING = 4096
+# engine defaults the sources do not restate (module docstring for where each comes from)
+SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
+SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
+SGLANG_CHUNKED_PREFILL_TOKENS = 8192  # H100/H200/A100
+TRTLLM_MAX_BATCH_SIZE = 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
+TRTLLM_KV_FRACTION = 0.9
 # source tables as named in reports: the collection, then the engine (one table mixes engines)
 SOURCE_PREFIX = {
     "gpustack_performance_lab": "gpustack",
     "datacrunch_h200_sglang": "datacrunch",
     "sglang_benchmark_vllm_060": "sglang_v0.3_bench",
 }
+SERVING_FIELDS = (
+    ("output_throughput", "output_tok_s", 1.0),
+    ("ttft_median", "ttft_ms_median", MILLI),
+    ("tpot_median", "tpot_ms_median", MILLI),
+    ("itl_median", "itl_ms_median", MILLI),
+)
 LOADS = ("offline_max_throughput", "closed_loop_concurrency", "online_poisson_qps")
 
 
@@ -87,12 +99,12 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
     """The engine's default scheduler on this GPU, with the command's overrides (docstring)."""
     if engine == "sglang":
         seqs = _flag(notes, "--max-running-requests") or SGLANG_MAX_RUNNING
-        tokens = _flag(notes, "--chunked-prefill-size") or 8192
+        tokens = _flag(notes, "--chunked-prefill-size") or SGLANG_CHUNKED_PREFILL_TOKENS
         util = _flag(notes, "--mem-fraction-static") or SGLANG_MEM_FRACTION.get(dep.tp, 0.81)
     elif engine == "tensorrt-llm":
-        seqs = _flag(notes, "--max_batch_size", "--max-batch-size") or 2048
-        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or 8192
-        util = 0.9
+        seqs = _flag(notes, "--max_batch_size", "--max-batch-size") or TRTLLM_MAX_BATCH_SIZE
+        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or TRTLLM_MAX_NUM_TOKENS
+        util = TRTLLM_KV_FRACTION
     else:
         base = vllm_defaults(dep.gpu)
         seqs = _flag(notes, "--max-num-seqs") or base.max_num_seqs
@@ -166,38 +178,23 @@ def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
         raise SkipRowError("front-end-bound: a few output tokens per request (module docstring)")
     requests = min(int_field(row, "num_requests", SIM_REQUESTS), SIM_REQUESTS)
     workload = Workload(arrival, input_len, output_len, num_requests=requests, name=load)
-    measured: dict[str, float] = {}
-    wanted = ["output_throughput", "tpot_median", "itl_median"]
-    if load != "offline":
-        wanted.append("ttft_median")
-    elif "sharegpt" in row.get("dataset", "").lower():
-        wanted.remove("output_throughput")
-    for metric, key, scale in (
-        ("output_throughput", "output_tok_s", 1.0),
-        ("ttft_median", "ttft_ms_median", MILLI),
-        ("tpot_median", "tpot_ms_median", MILLI),
-        ("itl_median", "itl_ms_median", MILLI),
-    ):
-        value = float_field(row, key)
-        if value and metric in wanted:
-            measured[metric] = value * scale
+    left_out = set()
+    if load == "offline":
+        left_out.add("ttft_median")
+        if "sharegpt" in row.get("dataset", "").lower():
+            left_out.add("output_throughput")
+    measured = measured_fields(row, [f for f in SERVING_FIELDS if f[0] not in left_out])
     if "tpot_median" in measured:  # vllm bench serve's ITL splits chunks; TPOT is the cleaner one
         measured.pop("itl_median", None)
     if not measured:
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     config = scheduler_for(engine, dep, notes)
-    longest = round(input_len.expected + output_len.expected)
-    if kv_capacity_tokens(dep, config.gpu_memory_utilization) < longest:
-        raise SkipRowError("model leaves no KV room for one request in our memory model")
+    require_kv_room(dep, config.gpu_memory_utilization, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"
     label += f" c{arrival.concurrency}" if load == "closed" else ""
     label += f" {arrival.rate_per_s:g}qps" if load == "poisson" else ""
-    predict = functools.partial(
-        _serve,
-        workload=workload,
-        config=config,
-    )
+    predict = functools.partial(_serve, workload=workload, config=config)
     key = f"{run_key(source, engine, model, dep)}/{load}"
     yield Row(source, key, engine, label, dep, measured, predict, simulated=True)

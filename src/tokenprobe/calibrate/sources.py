@@ -55,10 +55,12 @@ from tokenprobe.calibrate.observations import (
     float_field,
     gpu_name,
     int_field,
+    measured_fields,
+    require_kv_room,
     row_deployment,
     run_key,
 )
-from tokenprobe.calibrate.serving import serving_rows
+from tokenprobe.calibrate.serving import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, serving_rows
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
@@ -67,7 +69,6 @@ from tokenprobe.cost import (
     estimate_deployment,
     step_cost,
 )
-from tokenprobe.cost.memory import kv_capacity_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
@@ -86,7 +87,15 @@ TRT_MODELS = {
 }
 SIM_MAX_REQUESTS = 1000
 TRT_BENCH_SCHEDULER = SchedulerConfig(
-    max_num_seqs=2048, max_num_batched_tokens=8192, gpu_memory_utilization=0.95
+    max_num_seqs=TRTLLM_MAX_BATCH_SIZE,
+    max_num_batched_tokens=TRTLLM_MAX_NUM_TOKENS,
+    gpu_memory_utilization=0.95,  # the perf-overview doc's kv_cache_free_gpu_mem_fraction
+)
+MLENERGY_FIELDS = (
+    ("itl_median", "itl_ms_median", MILLI),
+    ("output_throughput", "output_tok_s", 1.0),
+    ("energy_per_output_token", "energy_J_per_output_token", 1.0),
+    ("power_total", "power_W_total", 1.0),
 )
 # ML.ENERGY v3 tasks: assumed mean prompt tokens (the leaderboard publishes output lengths only).
 # lm-arena-chat: 400, set by KV capacity, not by fitting: Llama-3.1-70B on 4 H100s ran a steady
@@ -192,18 +201,13 @@ def _argonne(row: Mapping[str, str]) -> Iterator[Row]:
     batch, isl, osl = int_field(row, "batch_size"), int_field(row, "isl"), int_field(row, "osl")
     sid = row["source_id"].removeprefix("argonne_llm_inference_bench_")
     source = f"argonne_{sid}"
-    measured: dict[str, float] = {}
     if sid == "ttft":
-        ttft = float_field(row, "ttft_ms_mean")
-        if ttft:
-            measured["ttft"] = ttft * MILLI
+        measured = measured_fields(row, [("ttft", "ttft_ms_mean", MILLI)])
     else:
-        tput = float_field(row, "total_tok_s")
-        if tput:
-            measured["total_throughput"] = tput
-        power = float_field(row, "power_W_total") if sid == "power" else None
-        if power:
-            measured["power_per_gpu"] = power
+        fields = [("total_throughput", "total_tok_s", 1.0)]
+        if sid == "power":
+            fields.append(("power_per_gpu", "power_W_total", 1.0))
+        measured = measured_fields(row, fields)
     if not measured:
         raise SkipRowError("no metric")
     label = f"{row['engine']} {row['model']} {row['gpu'][:5]} tp{row['tp']} B{batch} L{isl}"
@@ -218,18 +222,20 @@ def _argonne(row: Mapping[str, str]) -> Iterator[Row]:
     )
 
 
-def _trt09(row: Mapping[str, str]) -> Iterator[Row]:
+def _trt_model(row: Mapping[str, str]) -> tuple[str, Deployment]:
+    """The catalog model of a TensorRT-LLM perf-overview row and its deployment."""
     model = TRT_MODELS.get(row["model"])
     if model is None:
         raise SkipRowError(f"model not in catalog: {row['model']}")
-    dep = row_deployment(model, gpu_name(row["gpu"], "trt"), row)
+    return model, row_deployment(model, gpu_name(row["gpu"], "trt"), row)
+
+
+def _trt09(row: Mapping[str, str]) -> Iterator[Row]:
+    model, dep = _trt_model(row)
     batch, isl, osl = int_field(row, "batch_size"), int_field(row, "isl"), int_field(row, "osl")
-    measured: dict[str, float] = {}
-    ttft, tput = float_field(row, "ttft_ms_mean"), float_field(row, "output_tok_s_per_gpu")
-    if ttft:
-        measured["ttft"] = ttft * MILLI
-    if tput:
-        measured["throughput_per_gpu"] = tput
+    measured = measured_fields(
+        row, [("ttft", "ttft_ms_mean", MILLI), ("throughput_per_gpu", "output_tok_s_per_gpu", 1.0)]
+    )
     if not measured:
         raise SkipRowError("no metric")
     source = "trtllm_v0.9"
@@ -267,16 +273,7 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     if batch is None or osl is None:
         raise SkipRowError("no avg_batch_size or osl_mean")
     isl = float(TASK_ISL[_task(row)])
-    measured: dict[str, float] = {}
-    for metric, key, scale in (
-        ("itl_median", "itl_ms_median", MILLI),
-        ("output_throughput", "output_tok_s", 1.0),
-        ("energy_per_output_token", "energy_J_per_output_token", 1.0),
-        ("power_total", "power_W_total", 1.0),
-    ):
-        value = float_field(row, key)
-        if value:
-            measured[metric] = value * scale
+    measured = measured_fields(row, MLENERGY_FIELDS)
     source = "mlenergy_v3"
     engine = engine_name(row["engine"], row.get("engine_version", ""))
     predict = functools.partial(_steady_state, batch=batch, isl=isl, osl=osl)
@@ -325,14 +322,9 @@ def _profile(row: Mapping[str, str]) -> Iterator[Row]:
 
 
 def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
-    model = TRT_MODELS.get(row["model"])
-    if model is None:
-        raise SkipRowError(f"model not in catalog: {row['model']}")
-    dep = row_deployment(model, gpu_name(row["gpu"], "trt"), row)
+    model, dep = _trt_model(row)
     isl, osl = int_field(row, "isl"), int_field(row, "osl")
-    fraction = TRT_BENCH_SCHEDULER.gpu_memory_utilization
-    if kv_capacity_tokens(dep, fraction) < isl + osl:
-        raise SkipRowError("model leaves no KV room for one request in our memory model")
+    require_kv_room(dep, TRT_BENCH_SCHEDULER.gpu_memory_utilization, isl + osl)
     tput = float_field(row, "output_tok_s")
     if not tput:
         raise SkipRowError("no output_tok_s")

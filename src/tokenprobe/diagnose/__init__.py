@@ -44,7 +44,7 @@ def _mismatch_verdict(comparison: dict[str, Any]) -> Verdict:
     finding = mismatch_finding(comparison)
     if finding is None:
         return Verdict(name, "clear", "every measured figure within 2x of its prediction")
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def diagnose(run: Run, predict: bool = False) -> Diagnosis:

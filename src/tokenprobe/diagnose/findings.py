@@ -37,6 +37,11 @@ class Verdict:
     reason: str
     finding: Finding | None = None
 
+    @classmethod
+    def fired(cls, finding: Finding) -> Verdict:
+        """The rule found what it looks for: the finding names the rule and says why."""
+        return cls(finding.kind, "fired", finding.summary, finding)
+
 
 @dataclass
 class Diagnosis:

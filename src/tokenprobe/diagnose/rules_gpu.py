@@ -55,7 +55,7 @@ def memory_bandwidth_bound(ctx: Context) -> Verdict:
         "tokens; quantize weights or the KV cache (fp8/int4); or pick a GPU with more HBM "
         "bandwidth. A lower power cap costs little speed here.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def compute_bound(ctx: Context) -> Verdict:
@@ -81,7 +81,7 @@ def compute_bound(ctx: Context) -> Verdict:
         "Larger batches no longer help: use fp8 compute, a faster GPU or more tensor parallelism, "
         "or cut prefill work (prefix caching, shorter prompts).",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def communication_bound(ctx: Context) -> Verdict:
@@ -111,7 +111,7 @@ def communication_bound(ctx: Context) -> Verdict:
         "Use fewer GPUs per replica (data-parallel replicas instead of tensor parallelism), "
         "NVLink-connected GPUs, or pipeline parallelism across PCIe.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def throttling(ctx: Context) -> Verdict:
@@ -147,7 +147,7 @@ def throttling(ctx: Context) -> Verdict:
         "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); quote the throttled throughput as the "
         "sustained one.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def _static_w(ctx: Context, e: EnergyReport) -> tuple[float, str]:
@@ -191,4 +191,4 @@ def idle_waste(ctx: Context) -> Verdict:
         "Consolidate the load onto fewer GPUs, scale down when idle, or batch requests: J/token "
         "falls as utilization rises.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)

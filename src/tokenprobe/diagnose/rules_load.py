@@ -54,7 +54,7 @@ def kv_capacity_bound(ctx: Context) -> Verdict:
         "more GPUs per replica, a shorter max context; or admit fewer sequences (max_num_seqs) so "
         "they stop evicting each other.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def cpu_bound(ctx: Context) -> Verdict:
@@ -94,7 +94,7 @@ def cpu_bound(ctx: Context) -> Verdict:
         "The host is the bottleneck: give the server more CPU threads/cores, take tokenization and "
         "detokenization off the critical path, use a faster CPU, or serve from a GPU.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def _per_window(sig: Signals) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -160,7 +160,7 @@ def bursty_arrivals(ctx: Context) -> Verdict:
         "rate limits, offline work scheduled into the troughs) or provision for the peak and cap "
         "power in the troughs.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
 
 
 def loading_vs_generation(ctx: Context) -> Verdict:
@@ -179,7 +179,7 @@ def loading_vs_generation(ctx: Context) -> Verdict:
             "Loading: keep weights on local NVMe or in page cache, use safetensors/mmap loading, "
             "keep a warm replica. Generation: see the other findings.",
         )
-        return Verdict(name, "fired", finding.summary, finding)
+        return Verdict.fired(finding)
     if ttfts.size < COLD_REQUESTS + 7:
         return Verdict(name, "skipped", "no recorded load time and too few requests")
     first = float(np.median(ttfts[:COLD_REQUESTS]))
@@ -199,4 +199,4 @@ def loading_vs_generation(ctx: Context) -> Verdict:
         "Warm the server before routing traffic (a readiness check after a warm-up request), keep "
         "weights in page cache or on local NVMe; do not tune generation for it.",
     )
-    return Verdict(name, "fired", finding.summary, finding)
+    return Verdict.fired(finding)
