@@ -117,6 +117,26 @@ def test_b200_has_native_fp4_at_twice_its_fp8_rate() -> None:
     assert gpu.link.bidirectional_bytes_per_s == pytest.approx(1800 * GIGA)
 
 
+def test_t4_matches_the_turing_datasheet_and_has_no_bf16() -> None:
+    """T4 datasheet: mixed precision (FP16/FP32) 65 TFLOPS, INT8 130 TOPS, single precision 8.1
+    TFLOPS (CUDA cores: no TF32 on Turing), 16 GB GDDR6 320+ GB/s, 70 W, x16 PCIe Gen3, no
+    NVLink. No bf16: a bf16 model computes in fp16 on it."""
+    gpu = get_gpu("t4")
+    assert gpu.peak_flop_per_s["fp16"] == pytest.approx(65 * TERA)
+    assert gpu.peak_flop_per_s["int8"] == pytest.approx(130 * TERA)
+    assert gpu.peak_flop_per_s["fp32"] == pytest.approx(8.1 * TERA)
+    for dtype in ("bf16", "fp8", "fp4"):
+        assert gpu.peak_flop_per_s_for(dtype) is None
+    assert gpu.hbm_bytes == 16 * GiB
+    assert gpu.hbm_bytes_per_s == pytest.approx(320 * GIGA)
+    assert (gpu.tdp_w, gpu.idle_w) == (70, 27)
+    assert (gpu.pcie_gen, gpu.pcie_lanes) == (3, 16)
+    assert gpu.link.kind == "pcie3"
+    assert gpu.pcie_bytes_per_s == pytest.approx(15.75 * GIGA, rel=0.001)  # 8 GT/s x16 128b/130b
+    # what nvidia-smi and dcgm-exporter print as the model name
+    assert get_gpu("Tesla T4") is gpu and get_gpu("NVIDIA T4") is gpu
+
+
 def test_gh200_host_traffic_uses_nvlink_c2c_not_pcie() -> None:
     gpu = get_gpu("gh200")
     assert gpu.host_bytes_per_s == pytest.approx(450 * GIGA)
@@ -167,7 +187,9 @@ def test_every_entry_is_cited_finite_and_consistent(gpu: GpuSpec) -> None:
     numbers = [gpu.hbm_bytes, gpu.hbm_bytes_per_s, gpu.tdp_w, gpu.idle_w, gpu.link.bytes_per_s]
     numbers += [gpu.link.latency_s, gpu.pcie_bytes_per_s, *gpu.peak_flop_per_s.values()]
     assert all(math.isfinite(x) and x > 0 for x in numbers)
-    assert gpu.idle_w < gpu.tdp_w / 3  # idle is a small fraction (L4: 18 of 72 W)
+    # idle is the smaller part of the board power (L4: 18 of 72 W; the T4's 27 of 70 W in P0, read
+    # from public nvidia-smi outputs, is the largest share in the catalog)
+    assert gpu.idle_w < gpu.tdp_w / 2
     assert set(gpu.peak_flop_per_s) <= set(DTYPES)
     assert gpu.link.kind in LINK_KINDS
     assert 1 * MICRO <= gpu.link.latency_s <= 100 * MICRO
@@ -175,12 +197,14 @@ def test_every_entry_is_cited_finite_and_consistent(gpu: GpuSpec) -> None:
 
 @pytest.mark.parametrize("gpu", _catalog(), ids=lambda g: g.name)
 def test_lower_precision_is_never_slower(gpu: GpuSpec) -> None:
-    """fp4 >= fp8 >= bf16 >= fp32 (TF32) where present: each halving of the operand width at
-    least keeps the tensor rate."""
+    """fp4 >= fp8 >= 16-bit float (bf16, or fp16 on Turing, which has no bf16) >= fp32 (TF32, or
+    the CUDA-core rate on Turing) where present: each halving of the operand width at least keeps
+    the tensor rate. Every GPU has a 16-bit float format."""
+    half = "bf16" if "bf16" in gpu.peak_flop_per_s else "fp16"
     ladder = [
-        gpu.peak_flop_per_s[d] for d in ("fp4", "fp8", "bf16", "fp32") if d in gpu.peak_flop_per_s
+        gpu.peak_flop_per_s[d] for d in ("fp4", "fp8", half, "fp32") if d in gpu.peak_flop_per_s
     ]
-    assert "bf16" in gpu.peak_flop_per_s
+    assert half in gpu.peak_flop_per_s
     assert ladder == sorted(ladder, reverse=True)
 
 

@@ -65,3 +65,33 @@ def test_llama_cpp_and_missing_figures():
         "requests_waiting": 0.0,
         "source": "llama.cpp",
     }
+
+
+# dcgm-exporter's label set on an A100 (from its docs' MIG example, real_public_dcgm_exporter_
+# a100_mig_busy.txt), the instance lines with GPU_I_PROFILE / GPU_I_ID added
+_WHOLE = 'gpu="0",UUID="GPU-34319582-d595-d1c7-d1d2-179bcfa61660",device="nvidia0"'
+_INSTANCE = _WHOLE + ',GPU_I_PROFILE="1g.5gb",GPU_I_ID="13"'
+
+
+@pytest.mark.parametrize("instance_first", [False, True], ids=["gpu-then-mig", "mig-then-gpu"])
+def test_mig_instance_series_never_overwrite_the_whole_gpu(instance_first: bool) -> None:
+    """An inline scrape (not a recording) with a whole-GPU and a MIG-instance line for the same
+    fields, in either order: the sample holds the whole GPU's values; a field that only an
+    instance reports stays None; an empty GPU_I_ID is no instance (Prometheus: absent)."""
+    whole = [
+        f"DCGM_FI_DEV_FB_USED{{{_WHOLE}}} 4845",
+        f"DCGM_FI_DEV_GPU_UTIL{{{_WHOLE}}} 99",
+        f'DCGM_FI_DEV_POWER_USAGE{{{_WHOLE},GPU_I_PROFILE="",GPU_I_ID=""}} 409.692000',
+    ]
+    instance = [
+        f"DCGM_FI_DEV_FB_USED{{{_INSTANCE}}} 1024",
+        f"DCGM_FI_DEV_GPU_UTIL{{{_INSTANCE}}} 12",
+        f"DCGM_FI_PROF_PCIE_TX_BYTES{{{_INSTANCE}}} 33011804",
+    ]
+    lines = instance + whole if instance_first else whole + instance
+    (gpu0,) = gpu_samples("\n".join(lines) + "\n", t_s=0.0)
+    assert gpu0.gpu_index == 0
+    assert gpu0.mem_used_bytes == 4845 * 2**20  # not the instance's 1024 MiB
+    assert gpu0.gpu_util == pytest.approx(0.99)  # not the instance's 12 %
+    assert gpu0.power_w == pytest.approx(409.692)
+    assert gpu0.pcie_tx_bytes_per_s is None  # only the instance had it

@@ -102,7 +102,7 @@ def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
         assert isinstance(peaks, dict)
         t.add_row(
             str(r["name"]),
-            f"{peaks.get('bf16', 0) / TERA:.0f}",
+            f"{peaks['bf16'] / TERA:.0f}" if "bf16" in peaks else "-",  # T4: fp16 only
             f"{peaks['fp8'] / TERA:.0f}" if "fp8" in peaks else "-",
             f"{float(r['hbm_bytes']) / GiB:.0f}",
             f"{float(r['hbm_bytes_per_s']) / TERA:.2f}",

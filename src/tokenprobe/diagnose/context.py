@@ -30,6 +30,7 @@ MIN_ARRIVALS = 20
 POWER_CORR = 0.5
 THROTTLE_SHARE = 0.1
 CLOCK_DROP = 0.1
+MIN_CLOCK_SAMPLES = 10  # busy SM-clock samples needed to judge a clock drop
 STATIC_SHARE = 0.4
 COLD_REQUESTS = 3
 COLD_FACTOR = 5.0

@@ -19,7 +19,9 @@ in flight.
   gives 1), with power per window following the arrivals (correlation ≥ POWER_CORR at lag 0 or
   1 window) when power is known.
 - throttling: NVML power/thermal throttle reasons in ≥ THROTTLE_SHARE of samples, or the SM clock
-  of the last fifth of busy samples ≥ CLOCK_DROP below the first fifth.
+  of the last fifth of busy samples ≥ CLOCK_DROP below the first fifth (judged on at least
+  MIN_CLOCK_SAMPLES busy clock samples); skipped when there are neither throttle reasons nor
+  enough clock samples (a single dcgm-exporter scrape, whose default counters hold no reasons).
 - idle waste: static power x window ≥ STATIC_SHARE of the run energy (static power: the energy
   join's idle baseline when measured with no request in flight, else the catalog's idle power).
 - loading vs generation: a recorded `server_load_s` in the run config, or the first requests'

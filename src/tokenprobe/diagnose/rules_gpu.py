@@ -12,6 +12,7 @@ from tokenprobe.diagnose.context import (
     HIGH_POWER_OF_TDP,
     LOW_POWER_OF_TDP,
     MEM_UTIL_HIGH,
+    MIN_CLOCK_SAMPLES,
     PCIE_BUSY,
     POWER_THERMAL_BITS,
     STATIC_SHARE,
@@ -124,19 +125,32 @@ def throttling(ctx: Context) -> Verdict:
         share = sig.throttle.share((bits & POWER_THERMAL_BITS) != 0)
     drop = None
     clocks = sig.sm_clock_hz
-    if clocks is not None and int(clocks.busy.sum()) >= 10:
+    busy_clocks = int(clocks.busy.sum()) if clocks is not None else 0
+    if clocks is not None and busy_clocks >= MIN_CLOCK_SAMPLES:
         busy = clocks.value[clocks.busy]
         fifth = max(busy.size // 5, 1)
         first, last = float(np.median(busy[:fifth])), float(np.median(busy[-fifth:]))
         drop = (first - last) / first if first > 0 else None
+    if share is None and drop is None:
+        # neither kind of evidence: "clear" would claim a check that was never made
+        if clocks is None:
+            clock_why = "no SM clocks"
+        elif busy_clocks < MIN_CLOCK_SAMPLES:
+            clock_why = (
+                f"only {busy_clocks} busy SM-clock sample{'' if busy_clocks == 1 else 's'} "
+                f"({MIN_CLOCK_SAMPLES} needed to compare the first and last fifth of the busy time)"
+            )
+        else:
+            clock_why = "an SM clock of 0 at the start of the busy time"
+        return Verdict(name, "skipped", f"no throttle reasons recorded and {clock_why}")
     evidence: Evidence = {
         "throttled_sample_share": rounded(share),
         "sm_clock_drop_fraction": rounded(drop),
     }
     if (share or 0.0) < THROTTLE_SHARE and (drop or 0.0) < CLOCK_DROP:
-        return Verdict(
-            name, "clear", f"throttled {share or 0:.0%} of samples, clock drop {drop or 0:.0%}"
-        )
+        reasons = "no throttle reasons" if share is None else f"throttled {share:.0%} of samples"
+        clock = "clock drop not judged" if drop is None else f"clock drop {drop:.0%}"
+        return Verdict(name, "clear", f"{reasons}, {clock}")
     finding = Finding(
         name,
         "warning",

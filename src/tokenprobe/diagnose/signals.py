@@ -1,9 +1,16 @@
 """What the rules look at, pulled once out of a Run: time-weighted series on the run's clock.
 
-Every series is a list of samples with a weight `dt_s` (the time until the next sample of the same
-source, the last one getting the median period), so a mean is Σ v·dt / Σ dt whatever the
-sampling. `busy` marks the samples taken while at least one request was in flight (from the
-records' [sent_s, finish_s]); boundness is judged on those only, so idle stretches do not dilute a
+Every series is a list of samples with a weight `dt_s`, so a mean is Σ v·dt / Σ dt whatever the
+sampling. A sample holds until the next sample of the same source (the same GPU); the last one
+holds for that source's median sampling period, cut at the run's end when the run has one (its
+duration, else its last request's end): a sample taken at or after that end holds for nothing.
+An imported log with no duration and no requests has no end, so its last sample holds for the
+full median period and counts like the others (a two-row log, idle then busy, reads 50 % busy,
+not 0 %). A lone sample holds until the end, or, with no end, for the median period of the
+field's other GPUs (1 s when there is none).
+
+`busy` marks the samples taken while at least one request was in flight (from the records'
+[sent_s, finish_s]); boundness is judged on those only, so idle stretches do not dilute a
 saturated GPU (idle waste is a rule of its own). A run without request records (an imported GPU
 log) counts every sample as busy.
 
@@ -77,15 +84,31 @@ class Signals:
     notes: list[str] = field(default_factory=list)
 
 
-def _weights(t_s: np.ndarray, end_s: float) -> np.ndarray:
+LONE_SAMPLE_S = 1.0  # weight of a lone sample when neither an end nor a period is known
+
+
+def _weights(t_s: np.ndarray, end_s: float | None, period_s: float | None = None) -> np.ndarray:
+    """Sorted sample times -> how long each sample holds (module docstring); `end_s` None: the
+    run has no known end; `period_s`: the period a lone sample holds for when there is none."""
     if t_s.size == 0:
         return t_s
     if t_s.size == 1:
+        if end_s is None:
+            return np.array([period_s if period_s and period_s > 0 else LONE_SAMPLE_S])
         return np.array([max(end_s - float(t_s[0]), 1e-9)])
     gaps = np.diff(t_s)
-    last = max(min(float(np.median(gaps)), end_s - float(t_s[-1])), 0.0)
+    last = float(np.median(gaps))
+    if end_s is not None:
+        last = min(last, end_s - float(t_s[-1]))
     weights: np.ndarray = np.maximum(np.append(gaps, last), 0.0)
     return weights
+
+
+def _median_period(series_times: list[list[float]]) -> float | None:
+    """The median gap between consecutive samples over several sources (None: no gap)."""
+    gaps = [np.diff(np.sort(np.asarray(ts, dtype=float))) for ts in series_times if len(ts) > 1]
+    joined = np.concatenate(gaps) if gaps else np.zeros(0)
+    return float(np.median(joined)) if joined.size else None
 
 
 def in_flight(run: Run, t_s: np.ndarray) -> np.ndarray:
@@ -100,17 +123,23 @@ def in_flight(run: Run, t_s: np.ndarray) -> np.ndarray:
     return (started - ended).astype(int)
 
 
-def _series(run: Run, t_s: list[float], values: list[float], end_s: float) -> Series | None:
+def _series(
+    run: Run,
+    t_s: list[float],
+    values: list[float],
+    end_s: float | None,
+    period_s: float | None = None,
+) -> Series | None:
     if not t_s:
         return None
     t = np.asarray(t_s, dtype=float)
     order = np.argsort(t, kind="stable")
     t, v = t[order], np.asarray(values, dtype=float)[order]
     busy = in_flight(run, t) > 0 if run.records else np.ones(t.size, dtype=bool)
-    return Series(t, v, _weights(t, end_s), busy)
+    return Series(t, v, _weights(t, end_s, period_s), busy)
 
 
-def _field(run: Run, name: str, end_s: float, scale: float = 1.0) -> Series | None:
+def _field(run: Run, name: str, end_s: float | None, scale: float = 1.0) -> Series | None:
     """One telemetry field over every GPU: weights per GPU, so each GPU counts for its time."""
     by_gpu: dict[int | None, tuple[list[float], list[float]]] = {}
     for s in run.telemetry:
@@ -120,7 +149,8 @@ def _field(run: Run, name: str, end_s: float, scale: float = 1.0) -> Series | No
         ts, vs = by_gpu.setdefault(s.gpu_index, ([], []))
         ts.append(s.t_s)
         vs.append(float(value) * scale)
-    parts = [_series(run, ts, vs, end_s) for ts, vs in by_gpu.values()]
+    period = _median_period([ts for ts, _ in by_gpu.values()])
+    parts = [_series(run, ts, vs, end_s, period) for ts, vs in by_gpu.values()]
     found = [p for p in parts if p is not None]
     if not found:
         return None
@@ -149,14 +179,21 @@ def _num_gpus(run: Run) -> int:
     return max(len(indices), 1)
 
 
-def window_of(run: Run) -> float:
+def end_of(run: Run) -> float | None:
+    """The run's end on its own clock: its duration, else its last request's end; None when it
+    has neither (an imported GPU log)."""
     if run.duration_s:
         return float(run.duration_s)
     ends = [r.finish_s for r in run.records if r.finish_s is not None]
-    return max(ends, default=0.0)
+    return max(ends) if ends else None
 
 
-def _gpu_from_telemetry(sig: Signals, run: Run, end: float) -> None:
+def window_of(run: Run) -> float:
+    end = end_of(run)
+    return end if end is not None else 0.0
+
+
+def _gpu_from_telemetry(sig: Signals, run: Run, end: float | None) -> None:
     sig.power_w = _field(run, "power_w", end)
     sig.gpu_util = _field(run, "gpu_util", end)
     sig.mem_util = _field(run, "mem_util", end)
@@ -167,7 +204,7 @@ def _gpu_from_telemetry(sig: Signals, run: Run, end: float) -> None:
         sig.pcie_bytes_per_s = Series(tx.t_s, tx.value + rx.value, tx.dt_s, tx.busy)
 
 
-def _gpu_from_timeline(sig: Signals, run: Run, end: float) -> None:
+def _gpu_from_timeline(sig: Signals, run: Run, end: float | None) -> None:
     tl = run.timeline
     t = [p.t_s for p in tl]
     sig.power_w = _series(run, t, [p.power_w / sig.num_gpus for p in tl], end)
@@ -178,7 +215,7 @@ def _gpu_from_timeline(sig: Signals, run: Run, end: float) -> None:
     sig.waiting = _series(run, t, [float(p.queue_len) for p in tl], end)
 
 
-def _server(sig: Signals, run: Run, end: float) -> None:
+def _server(sig: Signals, run: Run, end: float | None) -> None:
     ok = [s for s in run.server if s.error is None]
     kv = [(s.t_s, s.kv_cache_usage) for s in ok if s.kv_cache_usage is not None]
     waiting = [(s.t_s, s.requests_waiting) for s in ok if s.requests_waiting is not None]
@@ -191,7 +228,7 @@ def _server(sig: Signals, run: Run, end: float) -> None:
         sig.preemptions = int(max(counts) - min(counts))
 
 
-def _host(sig: Signals, run: Run, end: float) -> None:
+def _host(sig: Signals, run: Run, end: float | None) -> None:
     cpu = [(h.t_s, h.cpu_util) for h in run.host if h.cpu_util is not None]
     proc = [(h.t_s, h.process_cpu_util) for h in run.host if h.process_cpu_util is not None]
     if cpu:
@@ -202,9 +239,9 @@ def _host(sig: Signals, run: Run, end: float) -> None:
 
 def signals_of(run: Run) -> Signals:
     """Pull the rules' inputs out of `run` (see the module docstring)."""
-    end = window_of(run)
+    end = end_of(run)
     notes: list[str] = []
-    sig = Signals(end, _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
+    sig = Signals(window_of(run), _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
     if run.telemetry:
         sig.gpu_source = "telemetry"
         _gpu_from_telemetry(sig, run, end)

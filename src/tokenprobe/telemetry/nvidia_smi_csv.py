@@ -6,8 +6,12 @@ Accepted, all in one parser:
 - with units in the cells (`250.00 W`, `45 %`, `1234 MiB`, `1410 MHz`) or without (`nounits`);
   a cell's own unit wins over the header's;
 - `[N/A]`, `[Not Supported]`, `[Unknown Error]`, `[GPU is lost]` and empty cells: the field is None
-  and the cell is counted in `CsvImport.missing`;
+  and the line is counted in `CsvImport.missing` for that field, unless another column for the
+  same field (below) had a value on that line;
 - seed 003's hand-written header `timestamp,power_w,gpu_util` (its script's own names);
+- several columns for one quantity (a full `--query-gpu` list has `power.draw`,
+  `power.draw.average` and `power.draw.instant`): the first of them, in header order, that has a
+  value wins, so `power.draw` is not overwritten by the instantaneous reading after it;
 - repeated headers (concatenated logs) are skipped; a line with the wrong number of cells, or an
   unreadable timestamp, is skipped and counted in `skipped_lines` with the first few reasons kept.
 
@@ -100,7 +104,7 @@ class CsvImport:
     lines_read: int = 0
     skipped_lines: int = 0
     skip_reasons: list[str] = field(default_factory=list)
-    missing: Counter[str] = field(default_factory=Counter)  # field -> cells with no value
+    missing: Counter[str] = field(default_factory=Counter)  # field -> lines with no value for it
     bad_values: Counter[str] = field(default_factory=Counter)  # field -> unparseable cells
     ignored_columns: list[str] = field(default_factory=list)
 
@@ -230,6 +234,7 @@ def _parse_line(
         result.skip(number, f"{len(cells)} cells, expected {len(columns)}")
         return None
     values: dict[str, float | int] = {}
+    missing: set[str] = set()  # fields with a missing-value cell on this line
     t_s: float | None = None
     for cell, column in zip(cells, columns, strict=True):
         if column.target == "timestamp":
@@ -237,8 +242,10 @@ def _parse_line(
             if t_s is None:
                 result.skip(number, f"unreadable timestamp {cell.strip()!r}")
                 return None
-        elif column.target is not None:
-            _take(cell, column, values, result)
+        elif column.target is not None and column.target not in values:
+            _take(cell, column, values, missing, result)  # an earlier alias with a value wins
+    for target in missing - values.keys():  # missing only if no column for it had a value
+        result.missing[target] += 1
     gpu = values.get("gpu_index")
     gpu_index = int(gpu) if gpu is not None else None
     if t_s is None:  # no timestamp column: the line's position in its GPU's series
@@ -248,10 +255,16 @@ def _parse_line(
     return TelemetrySample(t_s=t_s, gpu_index=gpu_index, **values)  # type: ignore[arg-type]
 
 
-def _take(cell: str, column: _Column, values: dict[str, float | int], result: CsvImport) -> None:
+def _take(
+    cell: str,
+    column: _Column,
+    values: dict[str, float | int],
+    missing: set[str],
+    result: CsvImport,
+) -> None:
     assert column.target is not None
     if cell.strip().lower() in MISSING_CELLS:
-        result.missing[column.target] += 1
+        missing.add(column.target)
         return
     try:
         values[column.target] = _value(cell, column)

@@ -17,6 +17,17 @@ dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting
     DCGM_FI_PROF_PCIE_TX_BYTES, _RX_BYTES bytes/s
     DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask
 
+MIG: on a GPU with MIG enabled, dcgm-exporter also writes one series per GPU instance, labelled
+`GPU_I_ID` / `GPU_I_PROFILE` on top of the same `gpu` label as the whole GPU's series (the A100
+example of its docs has `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",...,GPU_I_PROFILE="1g.5gb",
+GPU_I_ID="13",...}` beside `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",...}`). A `TelemetrySample` is
+one whole GPU, so instance series are left out of it: an instance's figure (the activity of its
+slice, the memory of its partition) is not the GPU's, and keeping it would overwrite the GPU's own
+value of the same field depending on nothing but line order. It is the selection a per-GPU
+PromQL query makes (`{GPU_I_ID=""}`: an empty label value counts as absent, here too). A field
+that has only instance series stays None for the GPU rather than a slice's value posing as the
+whole GPU's.
+
 `server_sample(text, t_s)` reads an inference server's own view of queueing and capacity (vLLM,
 SGLang, llama.cpp `/metrics`): running and waiting requests, KV-cache usage (0..1), preemptions,
 as a `records.ServerSample` (the run folder's server_metrics.jsonl).
@@ -134,12 +145,22 @@ GPU_METRICS: dict[str, tuple[str, float]] = {
 }
 
 
+# labels dcgm-exporter puts on the series of one MIG GPU instance (not the whole GPU)
+MIG_INSTANCE_LABELS = ("GPU_I_ID", "GPU_I_PROFILE")
+
+
+def is_mig_instance(metric: Metric) -> bool:
+    """True for a dcgm-exporter series of one MIG GPU instance rather than of the whole GPU."""
+    return any(metric.labels.get(label) for label in MIG_INSTANCE_LABELS)
+
+
 def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
-    """One sample per `gpu` label found in a scrape taken at run-relative time `t_s`."""
+    """One sample per `gpu` label found in a scrape taken at run-relative time `t_s`, from the
+    whole-GPU series only (MIG instance series are left out: module docstring)."""
     per_gpu: dict[int | None, dict[str, Any]] = defaultdict(dict)
     for metric in parse_exposition(text).metrics:
         target = GPU_METRICS.get(metric.name)
-        if target is None or not math.isfinite(metric.value):
+        if target is None or not math.isfinite(metric.value) or is_mig_instance(metric):
             continue
         gpu = metric.labels.get("gpu")
         index = int(gpu) if gpu is not None and gpu.isdigit() else None
