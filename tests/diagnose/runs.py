@@ -9,6 +9,8 @@
   (a formula, not a measurement; see that folder's README) in nvidia-smi's CSV format and imported
   with `read_nvidia_smi_csv`. `with_gpu_log` lays one over a real run's clock (a COMPOSED run:
   real requests and host samples, handwritten GPU samples), to test rules that need both.
+- PUBLIC GPU telemetry (`public_dcgm_run`, `public_smi_moment`): the real recordings
+  tests/data/telemetry/real_public_* (sources and licenses in that folder's README), imported.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from tokenprobe.records import Run, read_run
 from tokenprobe.sim import SchedulerConfig, simulate
 from tokenprobe.telemetry import read_nvidia_smi_csv
+from tokenprobe.telemetry.prometheus_text import gpu_samples
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -85,3 +88,18 @@ def with_gpu_log(run: Run, name: str) -> Run:
     """A COMPOSED run: `run`'s records and host samples with a handwritten GPU log from t=0."""
     log = gpu_log(name)
     return replace(run, telemetry=log.telemetry, config={**run.config, "gpu": "h100-sxm"})
+
+
+def public_dcgm_run(name: str, gpu: str) -> Run:
+    """A real dcgm-exporter scrape (real_public_dcgm_exporter_<name>.txt) as a one-sample
+    imported run of the catalog GPU `gpu`."""
+    text = (DATA / "telemetry" / f"real_public_dcgm_exporter_{name}.txt").read_text()
+    return Run(kind="imported", config={"gpu": gpu}, telemetry=gpu_samples(text, 0.0))
+
+
+def public_smi_moment(name: str, which: int) -> Run:
+    """Row `which` of a real nvidia-smi capture (real_public_nvidia_smi_<name>.csv: 0 idle,
+    1 under gpu-burn) as a one-sample imported run of an H100 SXM."""
+    path = DATA / "telemetry" / f"real_public_nvidia_smi_{name}.csv"
+    run = read_nvidia_smi_csv(path).to_run({"gpu": "h100-sxm"})
+    return replace(run, telemetry=[run.telemetry[which]])

@@ -2,7 +2,8 @@
 
 Where each run comes from is in tests/diagnose/runs.py: SIM = simulated by tokenprobe.simulate,
 REAL = recorded from the real llama.cpp server (CPU only), LOG = a handwritten nvidia-smi CSV
-(imported), COMPOSED = a real run's requests and host samples with a handwritten GPU log.
+(imported), COMPOSED = a real run's requests and host samples with a handwritten GPU log, PUBLIC =
+a real GPU recording from a public repository (tests/data/telemetry/real_public_*).
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ from collections.abc import Callable
 
 import pytest
 
-from diagnose.runs import gpu_log, real_run, sim_run, with_gpu_log
+from diagnose.runs import (
+    gpu_log,
+    public_dcgm_run,
+    public_smi_moment,
+    real_run,
+    sim_run,
+    with_gpu_log,
+)
 from tokenprobe.diagnose import RULES, diagnose
 from tokenprobe.records import Run
 
@@ -36,8 +44,20 @@ CASES: list[Case] = [
     # compute-bound
     ("SIM 4k-token prompts, 64 in flight", lambda: sim_run("prefill"), "compute-bound", True),
     ("LOG H100 at its power cap", lambda: gpu_log("throttled"), "compute-bound", True),
+    (
+        "PUBLIC H100 gpu-burn, 90% of 700 W at its 1980 MHz max",
+        lambda: public_smi_moment("h100_gpuburn", 1),
+        "compute-bound",
+        True,
+    ),
     ("SIM decode-heavy, 8 in flight", lambda: sim_run("decode"), "compute-bound", False),
     ("LOG H100 98% util, 52% TDP", lambda: gpu_log("membound"), "compute-bound", False),
+    (
+        "PUBLIC T4 91% util, power-capped at 660 of 1590 MHz",
+        lambda: public_dcgm_run("t4_busy", "t4"),
+        "compute-bound",
+        False,
+    ),
     # KV-capacity-bound
     (
         "SIM KV for ~30k tokens, 64 x 1.5k in flight",
@@ -79,7 +99,26 @@ CASES: list[Case] = [
         "throttling",
         True,
     ),
+    (
+        "PUBLIC T4 one scrape, 97% of 70 W at 660 of 1590 MHz",
+        lambda: public_dcgm_run("t4_busy", "t4"),
+        "throttling",
+        True,
+    ),
     ("LOG steady 1980 MHz, no reasons", lambda: gpu_log("membound"), "throttling", False),
+    (
+        "PUBLIC H100 gpu-burn, 90% of 700 W at its 1980 MHz max",
+        lambda: public_smi_moment("h100_gpuburn", 1),
+        "throttling",
+        False,
+    ),
+    (
+        "PUBLIC H100 idle, 345 MHz at 10% of 700 W",
+        lambda: public_smi_moment("h100_gpuburn", 0),
+        "throttling",
+        False,
+    ),
+    ("LOG GPU at 14% util, 118 W", lambda: gpu_log("starved"), "throttling", False),
     # idle waste
     ("SIM 0.2 req/s of short requests", lambda: sim_run("sparse"), "idle-waste", True),
     ("LOG GPU at 14% util, 118 W", lambda: gpu_log("starved"), "idle-waste", True),

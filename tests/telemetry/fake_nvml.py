@@ -50,6 +50,7 @@ class FakeGpu:
     pcie_tx_kb_per_s: int = 1500
     pcie_rx_kb_per_s: int = 250
     reasons: int = 0x4
+    power_limit_mw: int = 700_000
     energy_step_mj: int = 25_000  # added at every energy read: 250 W over 0.1 s
     fail: dict[str, int] = field(default_factory=dict)  # function name -> NVML error code
     lost: bool = False
@@ -114,6 +115,9 @@ def make_fake_pynvml(gpus: list[FakeGpu], init_error: int | None = None) -> type
         nvmlDeviceGetPcieThroughput=pcie,
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: (
             call("nvmlDeviceGetCurrentClocksEventReasons", h).reasons
+        ),
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: (
+            call("nvmlDeviceGetEnforcedPowerLimit", h).power_limit_mw
         ),
     )
     return module

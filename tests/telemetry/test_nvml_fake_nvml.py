@@ -37,6 +37,7 @@ def test_reads_every_field_in_si_units_fake_nvml(fake_nvml):
     assert sample.pcie_tx_bytes_per_s == pytest.approx(1.5e6)  # 1500 KB/s
     assert sample.pcie_rx_bytes_per_s == pytest.approx(2.5e5)
     assert sample.throttle_reasons == 0x4
+    assert sample.power_limit_w == pytest.approx(700.0)  # 700 000 mW
 
 
 def test_shutdown_on_close_fake_nvml(fake_nvml):

@@ -29,6 +29,21 @@ def test_dcgm_exporter_scrape_becomes_one_sample_per_gpu_in_si_units():
     assert gpu1.gpu_util is None  # not in the scrape for GPU 1
 
 
+@pytest.mark.parametrize("enforced_first", [False, True], ids=["set-first", "enforced-first"])
+def test_the_enforced_power_limit_wins_over_the_set_one(enforced_first: bool) -> None:
+    """An inline scrape (not a recording) with both power-limit fields, in either order: the
+    sample holds the enforced one (W); a GPU with only the set limit gets that one."""
+    lines = [
+        'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="0"} 700',
+        'DCGM_FI_DEV_POWER_MGMT_LIMIT{gpu="1"} 350',
+    ]
+    enforced = 'DCGM_FI_DEV_ENFORCED_POWER_LIMIT{gpu="0"} 300'
+    lines = [enforced, *lines] if enforced_first else [*lines, enforced]
+    gpu0, gpu1 = gpu_samples("\n".join(lines) + "\n", t_s=0.0)
+    assert gpu0.power_limit_w == pytest.approx(300.0)
+    assert gpu1.power_limit_w == pytest.approx(350.0)
+
+
 def test_exposition_parser_reads_labels_escapes_specials_and_timestamps():
     text = (
         "# TYPE x gauge\n"

@@ -44,6 +44,8 @@ MAPPED_COLUMNS = {
     "clocks.current.sm [MHz]",
     "clocks.current.memory [MHz]",
     "clocks_event_reasons.active",
+    "power.limit [W]",
+    "enforced.power.limit [W]",
 }
 
 
@@ -103,6 +105,8 @@ def test_h100_idle_then_gpu_burn_values_are_the_cells() -> None:
     assert load.temp_c == 59
     assert load.sm_clock_hz == pytest.approx(1980e6)
     assert load.throttle_reasons == 0
+    # power.limit and enforced.power.limit: "700.00 W" on both rows
+    assert idle.power_limit_w == load.power_limit_w == pytest.approx(700.0)
 
 
 def test_power_draw_is_not_overwritten_by_the_later_instant_column() -> None:
@@ -126,6 +130,20 @@ def test_first_alias_with_a_value_wins() -> None:
     first, second = parse_nvidia_smi_csv(text).samples
     assert first.power_w == pytest.approx(631.95)
     assert second.power_w == pytest.approx(625.68)
+
+
+def test_the_enforced_power_limit_wins_over_the_set_one() -> None:
+    """An inline log (not a recording) in the real header's order: power.limit (set by software)
+    before enforced.power.limit (the lowest of all limiters, what the board holds to). The
+    enforced value is the field even though it comes later; when it is [N/A] the set one is."""
+    text = (
+        "timestamp, power.draw [W], power.limit [W], enforced.power.limit [W]\n"
+        "2026/07/14 08:12:53.353, 295.10 W, 700.00 W, 300.00 W\n"
+        "2026/07/14 08:12:54.353, 296.20 W, 700.00 W, [N/A]\n"
+    )
+    result = parse_nvidia_smi_csv(text)
+    assert [s.power_limit_w for s in result.samples] == [pytest.approx(300.0), pytest.approx(700.0)]
+    assert not result.missing and not result.bad_values
 
 
 def test_a_field_is_missing_only_when_no_column_for_it_had_a_value() -> None:
@@ -190,6 +208,7 @@ def test_dcgm_exporter_t4_scrape_in_si_units() -> None:
     assert t4.temp_c == 74
     assert (t4.pcie_tx_bytes_per_s, t4.pcie_rx_bytes_per_s) == (4791810, 6935930)
     assert t4.throttle_reasons is None
+    assert t4.power_limit_w is None  # no power-limit field among the default counters
     assert result.metrics[0].labels["modelName"] == "Tesla T4"
 
 

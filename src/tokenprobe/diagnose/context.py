@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from tokenprobe.diagnose.costview import CostView
-from tokenprobe.diagnose.findings import Verdict
-from tokenprobe.diagnose.signals import Signals
+from tokenprobe.diagnose.findings import Evidence, Verdict
+from tokenprobe.diagnose.signals import Signals, weighted_median
 from tokenprobe.energy_join import EnergyReport
 from tokenprobe.records import Run
+from tokenprobe.units import MEGA
 
 BUSY_UTIL = 0.8
 LOW_POWER_OF_TDP = 0.75
@@ -31,6 +34,8 @@ POWER_CORR = 0.5
 THROTTLE_SHARE = 0.1
 CLOCK_DROP = 0.1
 MIN_CLOCK_SAMPLES = 10  # busy SM-clock samples needed to judge a clock drop
+POWER_CAP_OF_LIMIT = 0.9  # power / power limit at or above which a sample is at the limit
+CAPPED_CLOCK_OF_BOOST = 0.85  # SM clock / catalog boost clock below which the clock is held down
 STATIC_SHARE = 0.4
 COLD_REQUESTS = 3
 COLD_FACTOR = 5.0
@@ -77,3 +82,122 @@ def mem_evidence(ctx: Context) -> tuple[float | None, str]:
     if ctx.cost is not None:
         return ctx.cost.shares["memory"], "memory share of step time (cost model)"
     return None, "none"
+
+
+@dataclass(frozen=True)
+class PowerCap:
+    """The power-cap check (rules.py, throttling), shared by throttling and compute-bound.
+
+    `why` says why it was not judged (None: judged). Figures are over the busy samples that hold
+    both power and an SM clock: `limit_w` (their median power limit, enforced where recorded,
+    else the catalog TDP: `limit_source`), `power_of_limit` (median power / limit),
+    `at_limit_share` (time share at >= POWER_CAP_OF_LIMIT of the limit), and, over the samples
+    at the limit, `power_w` and `clock_hz` (medians; None when no sample is at the limit).
+    """
+
+    why: str | None
+    capped: bool = False
+    boost_hz: float | None = None
+    limit_w: float | None = None
+    limit_source: str | None = None
+    power_of_limit: float | None = None
+    at_limit_share: float | None = None
+    power_w: float | None = None
+    clock_hz: float | None = None
+
+    @property
+    def clock_of_boost(self) -> float | None:
+        if self.clock_hz is None or not self.boost_hz:
+            return None
+        return self.clock_hz / self.boost_hz
+
+    def evidence(self) -> Evidence:
+        return {
+            "power_capped": None if self.why is not None else self.capped,
+            "sm_clock_hz_at_power_limit": rounded(self.clock_hz, 0),
+            "boost_clock_hz": rounded(self.boost_hz, 0),
+            "sm_clock_of_boost_at_power_limit": rounded(self.clock_of_boost),
+            "power_w_at_power_limit": rounded(self.power_w),
+            "power_limit_w": rounded(self.limit_w, 2),
+            "power_limit_source": self.limit_source,
+            "power_of_limit_busy": rounded(self.power_of_limit),
+            "at_power_limit_share": rounded(self.at_limit_share),
+        }
+
+    def clock_words(self) -> str:
+        """'SM clock 660 MHz = 42% of the 1590 MHz boost clock' (judged, at the limit only)."""
+        assert self.clock_hz is not None and self.boost_hz is not None
+        return (
+            f"SM clock {self.clock_hz / MEGA:.0f} MHz = {self.clock_of_boost or 0:.0%} of the "
+            f"{self.boost_hz / MEGA:.0f} MHz boost clock"
+        )
+
+    def limit_words(self) -> str:
+        """'the 70 W power limit (catalog TDP of t4)' (judged only)."""
+        return f"the {self.limit_w or 0:.0f} W power limit ({self.limit_source})"
+
+    def describe(self) -> str:
+        """The check in words, for a verdict's reason."""
+        if self.why is not None:
+            return f"power cap not judged: {self.why}"
+        if self.clock_hz is None:
+            return f"power {self.power_of_limit or 0:.0%} of {self.limit_words()}: not at it"
+        return (
+            f"at >= {POWER_CAP_OF_LIMIT:.0%} of {self.limit_words()} "
+            f"{self.at_limit_share or 0:.0%} of the busy time with {self.clock_words()}"
+        )
+
+
+def power_cap(ctx: Context) -> PowerCap:
+    """Is the board held at its power limit with its clock well under the boost clock?
+
+    Judged on the busy samples that hold both power and an SM clock: capped when the samples at
+    >= POWER_CAP_OF_LIMIT of the power limit make up >= THROTTLE_SHARE of that time and their
+    median SM clock is < CAPPED_CLOCK_OF_BOOST of the catalog boost clock. The limit is the one
+    the telemetry recorded (NVML's enforced limit, nvidia-smi's enforced.power.limit, DCGM's
+    enforced / management limit), else the catalog TDP. Needs neither throttle reasons nor more
+    than one sample: one dcgm-exporter scrape is enough.
+    """
+    sig, pc = ctx.sig, ctx.sig.power_clock
+    if pc is None:
+        return PowerCap("no sample with both power and SM clock")
+    gpu = sig.gpu
+    if gpu is None:
+        return PowerCap("the run config names no catalog GPU (boost clock unknown)")
+    if gpu.sm_clock_hz is None:
+        return PowerCap(f"the catalog has no boost clock for {gpu.name}")
+    busy = pc.clock_hz.busy
+    dt = pc.clock_hz.dt_s[busy]
+    if float(dt.sum()) <= 0:
+        return PowerCap("no busy sample with both power and SM clock")
+    recorded = pc.limit_w[busy]
+    known = ~np.isnan(recorded)
+    limit = np.where(known, recorded, gpu.tdp_w)
+    if known.all():
+        source = "enforced, from the telemetry"
+    elif known.any():
+        source = f"enforced where recorded, else the catalog TDP of {gpu.name}"
+    else:
+        source = f"catalog TDP of {gpu.name}"
+    power, clock = pc.power_w[busy], pc.clock_hz.value[busy]
+    ratio = power / limit
+    at = ratio >= POWER_CAP_OF_LIMIT
+    share = float(dt[at].sum() / dt.sum())
+    at_clock = weighted_median(clock[at], dt[at])
+    at_power = weighted_median(power[at], dt[at])
+    capped = (
+        share >= THROTTLE_SHARE
+        and at_clock is not None
+        and at_clock < CAPPED_CLOCK_OF_BOOST * gpu.sm_clock_hz
+    )
+    return PowerCap(
+        None,
+        capped=capped,
+        boost_hz=gpu.sm_clock_hz,
+        limit_w=weighted_median(limit, dt),
+        limit_source=source,
+        power_of_limit=weighted_median(ratio, dt),
+        at_limit_share=share,
+        power_w=at_power,
+        clock_hz=at_clock,
+    )

@@ -18,8 +18,10 @@ from tokenprobe.diagnose.context import (
     STATIC_SHARE,
     THROTTLE_SHARE,
     Context,
+    PowerCap,
     gpu_load,
     mem_evidence,
+    power_cap,
     rounded,
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
@@ -73,6 +75,17 @@ def compute_bound(ctx: Context) -> Verdict:
     heavy = power_ratio >= HIGH_POWER_OF_TDP or (compute is not None and compute >= 0.5)
     if not (util >= BUSY_UTIL and heavy):
         return Verdict(name, "clear", f"util {util:.0%}, power {power_ratio:.0%} of TDP")
+    cap = power_cap(ctx)
+    if cap.capped:
+        # at the power limit, high power says the board reached its budget, not that the tensor
+        # cores are saturated: the finding is throttling's (power-capped), see rules.py
+        return Verdict(
+            name,
+            "clear",
+            f"util {util:.0%}, power {power_ratio:.0%} of TDP, but power-capped: "
+            f"{cap.clock_words()} at {cap.power_of_limit or 0:.0%} of {cap.limit_words()}; "
+            "the power limit, not the tensor cores, sets the speed (see throttling)",
+        )
     finding = Finding(
         name,
         "info",
@@ -115,6 +128,29 @@ def communication_bound(ctx: Context) -> Verdict:
     return Verdict.fired(finding)
 
 
+def _power_capped_finding_words(cap: PowerCap) -> tuple[str, str]:
+    """(summary, action) of a power-capped GPU."""
+    share = cap.at_limit_share or 0.0
+    during = "" if share >= 0.995 else f" for {share:.0%} of the busy time"
+    summary = (
+        f"Power-capped: {cap.clock_words()} at {cap.power_w or 0:.1f} W = "
+        f"{cap.power_of_limit or 0:.0%} of {cap.limit_words()}{during}"
+    )
+    action = (
+        "The board holds its clock down to stay within its power limit (GPU Boost runs at the "
+        "boost clock whenever power and temperature allow). Check the enforced limit and the "
+        "active clock-event reasons (nvidia-smi -q -d POWER,PERFORMANCE,TEMPERATURE: 'SW Power "
+        "Cap'); raise or restore the limit if it was lowered (nvidia-smi -pl, up to "
+        "power.max_limit) and improve cooling and airflow (a hotter chip draws more power at "
+        "the same clock). Otherwise expect throughput roughly proportional to the clock (about "
+        f"{cap.clock_of_boost or 0:.0%} of what the boost clock gives) and quote it as the "
+        "sustained figure; for inference, a smaller batch draws less power per step (the clock "
+        "rises, latency falls), and lower-precision weights or KV cache (int8/fp8) do more "
+        "tokens per joule."
+    )
+    return summary, action
+
+
 def throttling(ctx: Context) -> Verdict:
     sig, name = ctx.sig, "throttling"
     if sig.throttle is None and sig.sm_clock_hz is None:
@@ -131,8 +167,9 @@ def throttling(ctx: Context) -> Verdict:
         fifth = max(busy.size // 5, 1)
         first, last = float(np.median(busy[:fifth])), float(np.median(busy[-fifth:]))
         drop = (first - last) / first if first > 0 else None
-    if share is None and drop is None:
-        # neither kind of evidence: "clear" would claim a check that was never made
+    cap = power_cap(ctx)
+    if share is None and drop is None and cap.why is not None:
+        # no kind of evidence: "clear" would claim a check that was never made
         if clocks is None:
             clock_why = "no SM clocks"
         elif busy_clocks < MIN_CLOCK_SAMPLES:
@@ -142,25 +179,34 @@ def throttling(ctx: Context) -> Verdict:
             )
         else:
             clock_why = "an SM clock of 0 at the start of the busy time"
-        return Verdict(name, "skipped", f"no throttle reasons recorded and {clock_why}")
+        return Verdict(
+            name, "skipped", f"no throttle reasons recorded and {clock_why}; {cap.describe()}"
+        )
     evidence: Evidence = {
         "throttled_sample_share": rounded(share),
         "sm_clock_drop_fraction": rounded(drop),
+        **cap.evidence(),
     }
-    if (share or 0.0) < THROTTLE_SHARE and (drop or 0.0) < CLOCK_DROP:
+    reasons_or_drop = (share or 0.0) >= THROTTLE_SHARE or (drop or 0.0) >= CLOCK_DROP
+    if not reasons_or_drop and not cap.capped:
         reasons = "no throttle reasons" if share is None else f"throttled {share:.0%} of samples"
         clock = "clock drop not judged" if drop is None else f"clock drop {drop:.0%}"
-        return Verdict(name, "clear", f"{reasons}, {clock}")
-    finding = Finding(
-        name,
-        "warning",
-        f"Power/thermal throttling in {share or 0:.0%} of samples; SM clock fell {drop or 0:.0%} "
-        "from the first to the last fifth of the busy time",
-        evidence,
+        return Verdict(name, "clear", f"{reasons}, {clock}; {cap.describe()}")
+    parts: list[str] = []
+    action = (
         "Clocks are held down by power or temperature: check cooling, airflow and the power limit "
         "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE); quote the throttled throughput as the "
-        "sustained one.",
+        "sustained one."
     )
+    if cap.capped:
+        summary, action = _power_capped_finding_words(cap)
+        parts.append(summary)
+    if reasons_or_drop:
+        parts.append(
+            f"Power/thermal throttling in {share or 0:.0%} of samples; SM clock fell "
+            f"{drop or 0:.0%} from the first to the last fifth of the busy time"
+        )
+    finding = Finding(name, "warning", "; ".join(parts), evidence, action)
     return Verdict.fired(finding)
 
 

@@ -9,6 +9,10 @@ full median period and counts like the others (a two-row log, idle then busy, re
 not 0 %). A lone sample holds until the end, or, with no end, for the median period of the
 field's other GPUs (1 s when there is none).
 
+`power_clock` pairs, sample by sample, the GPU readings that hold both a power and an SM clock
+(with the enforced power limit where the source reported one): the power-cap check of the
+throttling rule needs the clock of the very samples that sit at the power limit.
+
 `busy` marks the samples taken while at least one request was in flight (from the records'
 [sent_s, finish_s]); boundness is judged on those only, so idle stretches do not dilute a
 saturated GPU (idle waste is a rule of its own). A run without request records (an imported GPU
@@ -51,6 +55,11 @@ class Series:
             return None
         return float(np.average(self.value[mask], weights=weights))
 
+    def median(self, busy_only: bool = False) -> float | None:
+        """Time-weighted median (the lower one, at half the weight); None without weight."""
+        mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
+        return weighted_median(self.value[mask], self.dt_s[mask])
+
     def share(self, predicate: np.ndarray, busy_only: bool = False) -> float | None:
         """Time share (0..1) of the samples where `predicate` holds."""
         mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
@@ -58,6 +67,29 @@ class Series:
         if total <= 0:
             return None
         return float(self.dt_s[mask & predicate].sum()) / total
+
+
+def weighted_median(values: np.ndarray, weights: np.ndarray) -> float | None:
+    """The smallest value at which the weights, summed in value order, reach half their total
+    (a plain median's lower middle when all weights are equal); None when the weights sum to 0."""
+    total = float(weights.sum()) if weights.size else 0.0
+    if total <= 0:
+        return None
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    index = int(np.searchsorted(cumulative, total / 2, side="left"))
+    return float(values[order][min(index, values.size - 1)])
+
+
+@dataclass(frozen=True)
+class PowerClock:
+    """The GPU samples holding both a power reading and an SM clock, aligned: `clock_hz` is their
+    SM-clock series (weights and busy marks as any series), `power_w[i]` and `limit_w[i]` belong
+    to its sample i; `limit_w` is the enforced power limit the sample recorded (NaN: none)."""
+
+    clock_hz: Series
+    power_w: np.ndarray
+    limit_w: np.ndarray
 
 
 @dataclass
@@ -73,6 +105,7 @@ class Signals:
     mem_util: Series | None = None
     sm_clock_hz: Series | None = None
     throttle: Series | None = None  # NVML throttle-reason bit masks (as floats)
+    power_clock: PowerClock | None = None  # power and SM clock of the same samples
     pcie_bytes_per_s: Series | None = None  # tx + rx, per GPU
     cpu_util: Series | None = None  # host, mean over cores
     process_cpu: Series | None = None  # server process, share of one core
@@ -159,6 +192,34 @@ def _field(run: Run, name: str, end_s: float | None, scale: float = 1.0) -> Seri
     )
 
 
+def _power_clock(run: Run, end_s: float | None) -> PowerClock | None:
+    """The samples with both power and SM clock, per GPU weighted like `_field`."""
+    by_gpu: dict[int | None, list[tuple[float, float, float, float]]] = {}
+    for s in run.telemetry:
+        if s.power_w is None or s.sm_clock_hz is None:
+            continue
+        limit = float(s.power_limit_w) if s.power_limit_w is not None else np.nan
+        row = (s.t_s, float(s.sm_clock_hz), float(s.power_w), limit)
+        by_gpu.setdefault(s.gpu_index, []).append(row)
+    if not by_gpu:
+        return None
+    period = _median_period([[row[0] for row in rows] for rows in by_gpu.values()])
+    clocks: list[Series] = []
+    power: list[float] = []
+    limit_w: list[float] = []
+    for rows in by_gpu.values():
+        rows.sort(key=lambda row: row[0])  # _series keeps this order (stable sort by time)
+        series = _series(run, [r[0] for r in rows], [r[1] for r in rows], end_s, period)
+        assert series is not None
+        clocks.append(series)
+        power += [r[2] for r in rows]
+        limit_w += [r[3] for r in rows]
+    clock = Series(
+        *(np.concatenate([getattr(c, k) for c in clocks]) for k in Series.__dataclass_fields__)
+    )
+    return PowerClock(clock, np.asarray(power), np.asarray(limit_w))
+
+
 def _gpu_spec(config: dict[str, Any], notes: list[str]) -> GpuSpec | None:
     name = config.get("gpu")
     if not isinstance(name, str):
@@ -199,6 +260,7 @@ def _gpu_from_telemetry(sig: Signals, run: Run, end: float | None) -> None:
     sig.mem_util = _field(run, "mem_util", end)
     sig.sm_clock_hz = _field(run, "sm_clock_hz", end)
     sig.throttle = _field(run, "throttle_reasons", end)
+    sig.power_clock = _power_clock(run, end)
     tx, rx = _field(run, "pcie_tx_bytes_per_s", end), _field(run, "pcie_rx_bytes_per_s", end)
     if tx is not None and rx is not None and len(tx) == len(rx):
         sig.pcie_bytes_per_s = Series(tx.t_s, tx.value + rx.value, tx.dt_s, tx.busy)

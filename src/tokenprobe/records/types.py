@@ -124,7 +124,9 @@ class TelemetrySample:
     Units: power W (instantaneous or averaged as the source gives it), energy J (a cumulative
     counter since an arbitrary origin, e.g. NVML's total energy), utilizations are fractions 0..1,
     memory in bytes, clocks in Hz, temperature in °C, PCIe in bytes/s. `throttle_reasons` is the
-    vendor's bit mask (NVML clocksThrottleReasons) when known.
+    vendor's bit mask (NVML clocksThrottleReasons) when known. `power_limit_w` is the power limit
+    the board enforces (W: NVML's enforced limit, nvidia-smi's `enforced.power.limit`, DCGM's
+    DCGM_FI_DEV_ENFORCED_POWER_LIMIT) when the source reports it.
     """
 
     t_s: float
@@ -140,6 +142,7 @@ class TelemetrySample:
     pcie_tx_bytes_per_s: float | None = None
     pcie_rx_bytes_per_s: float | None = None
     throttle_reasons: int | None = None
+    power_limit_w: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -7,7 +7,7 @@ Gauges, in SI units with Prometheus' unit suffixes (`prometheus_text.GPU_METRICS
     tokenprobe_gpu_memory_used_bytes{gpu}           tokenprobe_gpu_temperature_celsius{gpu}
     tokenprobe_gpu_sm_clock_hertz{gpu}              tokenprobe_gpu_memory_clock_hertz{gpu}
     tokenprobe_gpu_pcie_tx_bytes_per_second{gpu}    tokenprobe_gpu_pcie_rx_bytes_per_second{gpu}
-    tokenprobe_gpu_throttle_reasons{gpu}
+    tokenprobe_gpu_throttle_reasons{gpu}            tokenprobe_gpu_power_limit_watts{gpu}
     tokenprobe_host_cpu_utilization_ratio           tokenprobe_host_memory_used_bytes
     tokenprobe_host_rapl_energy_joules{zone}
     tokenprobe_monitor_energy_joules                all GPUs since the monitor started
@@ -46,6 +46,7 @@ GPU_GAUGES: dict[str, tuple[str, str]] = {
     "pcie_tx_bytes_per_s": ("tokenprobe_gpu_pcie_tx_bytes_per_second", "PCIe TX (bytes/s)"),
     "pcie_rx_bytes_per_s": ("tokenprobe_gpu_pcie_rx_bytes_per_second", "PCIe RX (bytes/s)"),
     "throttle_reasons": ("tokenprobe_gpu_throttle_reasons", "NVML clock event reasons bit mask"),
+    "power_limit_w": ("tokenprobe_gpu_power_limit_watts", "Enforced power limit (W)"),
 }
 
 

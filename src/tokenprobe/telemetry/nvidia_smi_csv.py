@@ -11,7 +11,10 @@ Accepted, all in one parser:
 - seed 003's hand-written header `timestamp,power_w,gpu_util` (its script's own names);
 - several columns for one quantity (a full `--query-gpu` list has `power.draw`,
   `power.draw.average` and `power.draw.instant`): the first of them, in header order, that has a
-  value wins, so `power.draw` is not overwritten by the instantaneous reading after it;
+  value wins, so `power.draw` is not overwritten by the instantaneous reading after it, except
+  that `enforced.power.limit` (the ceiling the power controller applies: the lowest of all
+  limiters) wins over `power.limit` (the limit set by software such as `nvidia-smi -pl`), which
+  comes before it in nvidia-smi's field order;
 - repeated headers (concatenated logs) are skipped; a line with the wrong number of cells, or an
   unreadable timestamp, is skipped and counted in `skipped_lines` with the first few reasons kept.
 
@@ -63,13 +66,18 @@ FIELDS: dict[str, str] = {
     "clocks.current.memory": "mem_clock_hz",
     "clocks_throttle_reasons.active": "throttle_reasons",
     "clocks_event_reasons.active": "throttle_reasons",
+    "enforced.power.limit": "power_limit_w",
+    "power.limit": "power_limit_w",
     # seed 003's own script writes this header over noheader,nounits output
     "power_w": "power_w",
     "gpu_util": "gpu_util",
 }
+# Columns whose value replaces one already taken from an earlier column for the same field.
+PREFERRED_COLUMNS = frozenset({"enforced.power.limit"})
 # The unit nvidia-smi uses for a field when neither the cell nor the header names one.
 DEFAULT_UNITS: dict[str, str] = {
     "power_w": "W",
+    "power_limit_w": "W",
     "gpu_util": "%",
     "mem_util": "%",
     "mem_used_bytes": "MiB",
@@ -242,7 +250,9 @@ def _parse_line(
             if t_s is None:
                 result.skip(number, f"unreadable timestamp {cell.strip()!r}")
                 return None
-        elif column.target is not None and column.target not in values:
+        elif column.target is not None and (
+            column.target not in values or column.name in PREFERRED_COLUMNS
+        ):
             _take(cell, column, values, missing, result)  # an earlier alias with a value wins
     for target in missing - values.keys():  # missing only if no column for it had a value
         result.missing[target] += 1

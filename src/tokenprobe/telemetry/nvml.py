@@ -13,6 +13,8 @@ Every vendor unit is converted here, once (DESIGN.md "convert only at the edges"
                                                        1000 or 1024; we take the SI kilo, an
                                                        assumption worth 2.4 % at most)
     nvmlDeviceGetCurrentClocksEventReasons (older drivers: ...ClocksThrottleReasons): bit mask
+    nvmlDeviceGetEnforcedPowerLimit     mW  -> W      (x MILLI; the limit the power controller
+                                                       applies, the lowest of all limiters)
 
 On Ampere/Hopper `nvmlDeviceGetPowerUsage` is a one-second average, not an instant reading; the
 energy counter is the better source of run energy where it exists.
@@ -88,6 +90,10 @@ def _throttle(nvml: Any, handle: Any) -> int:
     return int(getter(handle))
 
 
+def _power_limit_w(nvml: Any, handle: Any) -> float:
+    return float(nvml.nvmlDeviceGetEnforcedPowerLimit(handle)) * MILLI
+
+
 READERS: dict[str, _Reader] = {
     "power_w": _power_w,
     "energy_j": _energy_j,
@@ -100,6 +106,7 @@ READERS: dict[str, _Reader] = {
     "pcie_tx_bytes_per_s": _pcie_tx,
     "pcie_rx_bytes_per_s": _pcie_rx,
     "throttle_reasons": _throttle,
+    "power_limit_w": _power_limit_w,
 }
 
 

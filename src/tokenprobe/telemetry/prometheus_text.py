@@ -16,6 +16,12 @@ dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting
     DCGM_FI_DEV_GPU_TEMP                  °C
     DCGM_FI_PROF_PCIE_TX_BYTES, _RX_BYTES bytes/s
     DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask
+    DCGM_FI_DEV_ENFORCED_POWER_LIMIT      W   (the limit the driver enforces, all limiters
+                                               taken into account; it wins over the next one)
+    DCGM_FI_DEV_POWER_MGMT_LIMIT          W   (the power-management limit that is set)
+
+Neither power limit is among dcgm-exporter's default counters: they are there when its counters
+file lists them.
 
 MIG: on a GPU with MIG enabled, dcgm-exporter also writes one series per GPU instance, labelled
 `GPU_I_ID` / `GPU_I_PROFILE` on top of the same `gpu` label as the whole GPU's series (the A100
@@ -130,6 +136,8 @@ GPU_METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit_w", 1.0),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
     # tokenprobe's own exporter (exporter.py), already in SI units
     "tokenprobe_gpu_power_watts": ("power_w", 1.0),
     "tokenprobe_gpu_energy_joules": ("energy_j", 1.0),
@@ -142,7 +150,10 @@ GPU_METRICS: dict[str, tuple[str, float]] = {
     "tokenprobe_gpu_pcie_tx_bytes_per_second": ("pcie_tx_bytes_per_s", 1.0),
     "tokenprobe_gpu_pcie_rx_bytes_per_second": ("pcie_rx_bytes_per_s", 1.0),
     "tokenprobe_gpu_throttle_reasons": ("throttle_reasons", 1.0),
+    "tokenprobe_gpu_power_limit_watts": ("power_limit_w", 1.0),
 }
+# metrics whose value replaces one another metric gave the same field (in any line order)
+PREFERRED_METRICS = frozenset({"DCGM_FI_DEV_ENFORCED_POWER_LIMIT"})
 
 
 # labels dcgm-exporter puts on the series of one MIG GPU instance (not the whole GPU)
@@ -158,6 +169,7 @@ def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
     """One sample per `gpu` label found in a scrape taken at run-relative time `t_s`, from the
     whole-GPU series only (MIG instance series are left out: module docstring)."""
     per_gpu: dict[int | None, dict[str, Any]] = defaultdict(dict)
+    preferred: set[tuple[int | None, str]] = set()  # (gpu, field) set by a PREFERRED_METRICS
     for metric in parse_exposition(text).metrics:
         target = GPU_METRICS.get(metric.name)
         if target is None or not math.isfinite(metric.value) or is_mig_instance(metric):
@@ -165,6 +177,10 @@ def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
         gpu = metric.labels.get("gpu")
         index = int(gpu) if gpu is not None and gpu.isdigit() else None
         name, factor = target
+        if metric.name in PREFERRED_METRICS:
+            preferred.add((index, name))
+        elif (index, name) in preferred:
+            continue
         value = metric.value * factor
         per_gpu[index][name] = int(value) if name == "throttle_reasons" else value
     return [
