@@ -13,8 +13,9 @@ Second source (`--source mlenergy`): ML.ENERGY leaderboard v3 (vLLM 0.11.1, H100
 (model, GPUs, max_num_seqs) of a batch sweep, measured over a steady-state window. We run a closed
 loop of `max_num_seqs` users (so the batch stays as full as KV allows, as in the sweep) for three
 rounds, fixed output = the row's mean output length, input = the task's assumed mean prompt
-(lm-arena-chat 1000, gpqa 300, sourcegraph-fim 2000: the leaderboard does not publish inputs), and
-compare output tokens/s, median ITL and joules per output token (all energy / output tokens).
+(`TASK_ISL` in tokenprobe.calibrate.sources, argued there: the leaderboard does not publish
+inputs), and compare output tokens/s, median ITL and joules per output token (all energy /
+output tokens).
 
     python benchmarks/sim_validate.py [--source trtllm|mlenergy] [--stride K] [--limit N]
 """

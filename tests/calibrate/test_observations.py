@@ -113,3 +113,55 @@ def test_mlenergy_moe_rows_run_tensor_parallel_attention_with_experts_spread() -
     dep = row.deployment
     assert dep.tp == 8 and dep.expert_parallel and not dep.attention_dp
     assert dep.kv_dtype.name == "bf16"
+
+
+@pytest.mark.parametrize(("rate", "size"), [(0.9, 330.0), (1.46, 330.0), (2.6, 400.0), (6.0, 50.0)])
+def test_compound_poisson_exponential_median_agrees_with_a_seeded_monte_carlo(
+    rate: float, size: float
+) -> None:
+    """The median prefill of ML.ENERGY's median step: N ~ Poisson(rate) prompts of
+    Exponential(size) tokens each; checked against 200k draws."""
+    import numpy as np
+
+    from tokenprobe.calibrate.sources import compound_poisson_exp_median
+
+    rng = np.random.default_rng(7)
+    n = rng.poisson(rate, 200_000)
+    sums = np.array([rng.exponential(size, k).sum() for k in n])
+    assert compound_poisson_exp_median(rate, size) == pytest.approx(np.median(sums), rel=0.02)
+
+
+def test_compound_median_is_zero_while_most_steps_take_no_prompt() -> None:
+    from tokenprobe.calibrate.sources import compound_poisson_exp_median
+
+    assert compound_poisson_exp_median(0.69, 330.0) == 0.0  # e^-0.69 > 1/2
+    assert compound_poisson_exp_median(0.70, 330.0) > 0.0
+    assert compound_poisson_exp_median(0.0, 330.0) == 0.0
+
+
+def test_inflight_context_is_length_biased_and_bounded_by_the_kv_cache() -> None:
+    """A full continuous batch holds long requests longer: with exponential outputs (CV 1) the
+    tokens generated so far average the mean output, not half of it; and no batch holds more
+    than its KV cache (gpt-oss-20b's half-windowed layers leave ~1,100 tokens a sequence for
+    2,047 sequences on one H100, far below its 2,379-token mean reasoning output)."""
+    from tokenprobe.calibrate.sources import OUTPUT_LENGTH_CV, inflight_context_tokens
+    from tokenprobe.cost import make_deployment
+    from tokenprobe.cost.memory import kv_bytes_per_request_per_gpu, max_context_tokens
+
+    assert OUTPUT_LENGTH_CV == 1.0
+    llama = make_deployment("llama-3.1-8b", "h100-sxm")
+    assert inflight_context_tokens(llama, 8, 330, 400) == pytest.approx(730)
+    gpt = make_deployment("gpt-oss-20b", "h100-sxm", weight_dtype="mxfp4", kv_dtype="bf16")
+    cap = max_context_tokens(gpt, 2047)
+    assert 900 < cap < 1300
+    assert inflight_context_tokens(gpt, 2047, 300, 2379) == cap
+    # the bound is tight: one more token per sequence overflows the free KV memory
+    from tokenprobe.cost.memory import MemoryBudget, memory_report
+
+    free = memory_report(gpt, 1, MemoryBudget(gpu_memory_utilization=0.9)).kv_free_bytes_per_gpu
+    assert 2047 * kv_bytes_per_request_per_gpu(gpt, int(cap), 1) <= free
+    assert 2047 * kv_bytes_per_request_per_gpu(gpt, int(cap) + 1, 1) > free
+    # windowed layers hold their window only: more room than the full-layer token count says
+    from tokenprobe.cost import kv_capacity_tokens
+
+    assert cap > 1.5 * kv_capacity_tokens(gpt, 0.9) / 2047

@@ -178,3 +178,34 @@ def test_expert_parallel_layers_wait_for_the_gpu_that_touched_most_experts() -> 
     assert slowest_gpu_experts(experts, k, 10_000, gpus) == pytest.approx(experts / gpus)
     grid = slowest_gpu_experts(experts, k, np.array([1.0, 6.0, 10_000.0]), gpus)
     assert grid[1] == pytest.approx(slowest_gpu_experts(experts, k, 6, gpus))
+
+
+@given(st.integers(1, 20000), st.integers(1, 20000))
+@settings(max_examples=60, deadline=None)
+def test_gemm_efficiency_never_falls_as_rows_grow(a: int, b: int) -> None:
+    """More token rows in a step's GEMMs fill more of each tile and more SMs: the achievable
+    FLOP/s climbs from compute_decode (<= 128 rows) to compute_prefill (>= 2048 rows), and a
+    scalar and an array of rows price alike (the simulator and the sweep share one formula)."""
+    import numpy as np
+
+    from tokenprobe.cost.step import rates
+
+    dep = make_deployment("llama-3.1-8b", "h100-sxm")
+    lo, hi = sorted((a, b))
+    assert rates(dep, lo)[0] <= rates(dep, hi)[0]
+    grid = rates(dep, np.array([float(a), float(b)]))[0]
+    assert grid.tolist() == pytest.approx([rates(dep, a)[0], rates(dep, b)[0]])
+    eff = dep.efficiency
+    assert rates(dep, 64)[0] == pytest.approx(dep.peak_flop_per_s * eff.compute_decode)
+    assert rates(dep, 4096)[0] == pytest.approx(dep.peak_flop_per_s * eff.compute_prefill)
+    mid = (eff.compute_decode + eff.compute_prefill) / 2  # 512 rows: half way in log2
+    assert rates(dep, 512)[0] == pytest.approx(dep.peak_flop_per_s * mid)
+
+
+def test_a_large_decode_batch_runs_its_gemms_at_the_large_gemm_rate() -> None:
+    """900 decoding sequences are a 900-row GEMM: priced nearer compute_prefill than a
+    64-sequence batch, so its compute time per sequence is lower."""
+    dep = make_deployment("llama-3.1-70b", "h100-sxm", tp=4)
+    small = next(o for o in op_costs(dep, BatchShape.decode(64, 512)) if o.name == "mlp")
+    large = next(o for o in op_costs(dep, BatchShape.decode(900, 512)) if o.name == "mlp")
+    assert large.compute_s / 900 < small.compute_s / 64

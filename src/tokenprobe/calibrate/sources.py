@@ -15,12 +15,17 @@ Mappings and assumptions (stated, not fitted):
   the requests that join as others finish, batch/OSL per step on average (continuous batching;
   every request is queued at the start, so the batch stays full). Output tokens/s (batch / mean
   step), J/output token and power come from that mean step. The median ITL is the step with the
-  median number of joins: joins per step are taken as Poisson with mean batch/OSL (finishes of
-  independent requests), so at batch/OSL = 0.54 the median step is decode-only and at 2.9 it
-  carries 3 prefills. Input lengths
-  are not published: ISL is assumed per task (TASK_ISL). Parallelism is read from the benchmark's
-  own launch configs (github:ml-energy/benchmark@c1d6557, configs/vllm/<task>/<model>/H100/
-  monolithic.config.yaml and mlenergy/benchmark/llm/benchmark.py): every H100 run passes
+  median prefill: joins per step are Poisson with mean batch/OSL (finishes of independent
+  requests) and prompts are taken as exponential (heavy-tailed chat prompts: most short, a few
+  long), so the median step's prefill is the median of that compound sum
+  (`compound_poisson_exp_median`): 0 below batch/OSL = ln 2, 35 tokens at 0.77 and 330-token
+  prompts, not a whole mean prompt. The decoding sequences' mean context is length-biased
+  (`inflight_context_tokens`): outputs are taken as exponential (CV 1), so the tokens generated
+  so far average the mean output, bounded by what the KV cache holds for that batch. Input
+  lengths are not published: ISL is assumed per task (TASK_ISL). Parallelism is read from the
+  benchmark's own launch configs (github:ml-energy/benchmark@c1d6557,
+  configs/vllm/<task>/<model>/H100/monolithic.config.yaml and
+  mlenergy/benchmark/llm/benchmark.py): every H100 run passes
   `--tensor-parallel-size <gpus>`, and MoE models add `enable-expert-parallel`, so the rows the
   leaderboard labels tp=1/ep=N run tensor-parallel attention with experts spread over the N GPUs
   (no data parallelism; MoE outputs combined by the TP all-reduce). gpt-oss weights are mxfp4; the
@@ -69,6 +74,7 @@ from tokenprobe.cost import (
     estimate_deployment,
     step_cost,
 )
+from tokenprobe.cost.memory import max_context_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
@@ -98,14 +104,18 @@ MLENERGY_FIELDS = (
     ("power_total", "power_W_total", 1.0),
 )
 # ML.ENERGY v3 tasks: assumed mean prompt tokens (the leaderboard publishes output lengths only).
-# lm-arena-chat: 400, set by KV capacity, not by fitting: Llama-3.1-70B on 4 H100s ran a steady
-# batch of 898 sequences (max_num_seqs 1024, so KV-bound) of mean output 351; the ~150 GB of KV
-# room (4 x (0.9 x 80 GiB - weights)) at 320 KiB/token holds ~490k tokens, 549 per sequence, so
-# prompts average at most ~370-450 tokens, not the 1000 first assumed (Llama-3.1-8B's KV-bound
-# 691-sequence batch gives ~460). The prompts are LMArena conversations whose later turns carry
-# the earlier ones (ml-energy/benchmark datasets.py). gpqa (one question + four choices) and
+# lm-arena-chat: 330, set by KV capacity, not by fitting. Nine chat runs are KV-bound (steady
+# batch under max_num_seqs), so each sequence holds about max_context_tokens(batch) of context:
+# with length-biased in-flight outputs (CV 1, `inflight_context_tokens`) that is ISL + OSL, and
+# capacity − OSL gives ISL = 198 (Llama-3.1-70B, 898 seqs), 199 (Qwen3-8B), 258 (Llama-3.1-8B),
+# 268 (Llama-3.3-70B), 330 (Qwen3-32B TP2), 537 (Llama-4-Scout), 594 (Qwen3-32B), 677
+# (Qwen3-235B), 775 (Qwen3-30B-A3B): median 330. (Session 2 took 400 from the 70B run alone
+# with OSL/2 in flight.) The prompts are LMArena conversations whose later turns carry the
+# earlier ones (ml-energy/benchmark datasets.py). gpqa (one question + four choices) and
 # sourcegraph-fim (code context) keep the first assumptions.
-TASK_ISL = {"lm-arena-chat": 400, "gpqa": 300, "sourcegraph-fim": 2000}
+TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 2000}
+OUTPUT_LENGTH_CV = 1.0
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, which ML.ENERGY's configs keep
 
 # ------------------------------------------------------------------------------ predictors
 
@@ -133,27 +143,71 @@ def poisson_median(mean: float) -> int:
     return k
 
 
+def compound_poisson_exp_median(rate: float, mean_size: float) -> float:
+    """Median of S = X_1 + ... + X_N, N ~ Poisson(rate), X_i ~ Exponential(mean_size).
+
+    Given N = k >= 1, S is Erlang(k, mean_size), whose CDF is 1 − Σ_{n<k} e^(−x) x^n / n! at
+    x = s / mean_size. P(S = 0) = e^(−rate), so the median is 0 once that reaches 1/2; otherwise
+    bisect the mixture CDF (monotone in s) for 1/2.
+    """
+    if rate <= 0 or mean_size <= 0 or math.exp(-rate) >= 0.5:
+        return 0.0
+    kmax = poisson_median(rate) + 12 + int(6 * math.sqrt(rate))
+    weights = [math.exp(-rate)]
+    for k in range(1, kmax + 1):
+        weights.append(weights[-1] * rate / k)
+
+    def cdf(s: float) -> float:
+        x = s / mean_size
+        total, term, tail = weights[0], math.exp(-x), 0.0  # tail: Σ_{n<k} e^-x x^n/n!
+        for k in range(1, kmax + 1):
+            tail += term
+            term *= x / k
+            total += weights[k] * (1.0 - tail)
+        return total
+
+    lo, hi = 0.0, mean_size * (kmax + 1)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < 0.5 else (lo, mid)
+    return hi
+
+
+def inflight_context_tokens(dep: Deployment, batch: float, isl: float, osl: float) -> float:
+    """Mean context of a sequence in a full continuous batch (module docstring, ML.ENERGY).
+
+    A request of output length L stays L steps in the batch, so the batch samples requests in
+    proportion to L and the tokens generated so far average E[L²] / (2 E[L]) = osl (1 + CV²) / 2,
+    not osl / 2; CV = OUTPUT_LENGTH_CV. No batch holds more than the KV cache: at vLLM's
+    default gpu_memory_utilization, `batch` sequences hold at most `max_context_tokens` each
+    (the long-reasoning runs are KV-bound).
+    """
+    generated = osl * (1 + OUTPUT_LENGTH_CV**2) / 2
+    return min(isl + generated, max_context_tokens(dep, batch, VLLM_GPU_MEMORY_UTILIZATION))
+
+
 def _steady_state(dep: Deployment, batch: float, isl: float, osl: float) -> dict[str, float]:
     """ML.ENERGY's steady state (see module docstring): the mean step prices energy and power,
     the median step the median ITL."""
-    ctx = int(isl + osl / 2)
+    ctx = round(inflight_context_tokens(dep, batch, isl, osl))
     joins = batch / osl  # requests finishing, and so joining, per step
 
-    def step(arrivals: float) -> StepCost:
-        prefill = round(arrivals * isl)
+    def step(prefill: int, seqs: int) -> StepCost:
         return step_cost(
             dep,
             BatchShape(
                 prefill_tokens=prefill,
-                prefill_attn_pairs=prefill * (isl / 2),
-                prefill_seqs=math.ceil(arrivals) if prefill else 0,
+                # exponential prompts: E[L²]/2 = isl² pairs per prompt, isl per prompt token
+                prefill_attn_pairs=prefill * min(isl, prefill / 2) if prefill else 0,
+                prefill_seqs=seqs if prefill else 0,
                 decode_seqs=round(batch),
                 decode_context_tokens=round(batch) * ctx,
             ),
         )
 
-    mean = step(joins)
-    median = step(poisson_median(joins))
+    mean = step(round(joins * isl), math.ceil(joins))
+    median_prefill = round(compound_poisson_exp_median(joins, isl))
+    median = step(median_prefill, max(1, poisson_median(joins)))
     return {
         "itl_median": median.time_s,
         "output_throughput": batch / mean.time_s,

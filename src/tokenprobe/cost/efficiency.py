@@ -5,10 +5,12 @@ parameters here, not constants buried in formulas, so `tokenprobe calibrate` can
 user can see and change them (`--efficiency key=value`). Defaults and where they come from:
 
 - `compute_prefill` 0.70, `compute_decode` 0.55: achieved fraction of the dense tensor-core peak
-  in large (prefill) and skinny (decode, M = batch) GEMMs. cuBLAS reaches ~70-80 % of peak on
-  H100/A100 bf16 for M, N, K >= 4096 (NVIDIA "Matrix Multiplication Background" guide; vidur's
-  H100 profiles in shared/validation: Llama-2-7B mlp_up_proj at 4096 tokens runs at ~68 % of
-  989 TFLOP/s), and less at small M where tiles are partly empty.
+  in large (>= 2048 token rows, as in prefill) and skinny (<= 128 rows, as in small decode
+  batches) GEMMs; in between it climbs linearly in log2(rows) (`cost.step.rates`), so a mixed
+  step or a 900-sequence decode batch is priced by its rows, not by its phase. cuBLAS reaches
+  ~70-80 % of peak on H100/A100 bf16 for M, N, K >= 4096 (NVIDIA "Matrix Multiplication
+  Background" guide; vidur's H100 profiles in shared/validation: Llama-2-7B mlp_up_proj at
+  4096 tokens runs at ~68 % of 989 TFLOP/s), and less at small M where tiles are partly empty.
 - `memory` 0.80: achieved fraction of HBM bandwidth by streaming kernels (GEMV weight reads,
   paged attention). STREAM-like copies reach ~90 % on H100; decode kernels with many small
   operators land nearer 75-85 % (LLM-Viewer and vLLM decode measurements).
@@ -31,6 +33,15 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   TP8 *slower* than the same model in BF16 at TP8 (24.7 vs 20.2 ms at batch 8), which no
   bandwidth- or FLOP-based term can produce, and gpt-oss-20b (MXFP4) on one H100 decodes at
   about half the predicted rate at large batches.
+- `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
+  GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
+  (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
+  row tile (vLLM fused_moe's BLOCK_SIZE_M, 16-64), and reloads an expert's weight tile for each
+  tile of rows, so it runs further below peak than a dense GEMM of the same FLOP. 1 (no
+  penalty) until calibrated: ML.ENERGY's vLLM 0.11 MoE runs grow faster with batch than the
+  dense-rate roofline (gpt-oss-120b on 2 H100s: +60 us per added sequence measured, +34 us
+  with the earlier vllm profile), while the dense models' slope is met within a few per cent.
+  The vllm profile fits 0.38, tensorrt-llm 0.91 (Argonne's Mixtral runs).
 - `alltoall_extra_latency_s` 0 s: what one expert-parallel all-to-all (dispatch or combine)
   costs beyond the link's per-message latency (`LinkSpec.latency_s`, an all-reduce-hop figure).
   All-to-all among 8 GPUs synchronises all of them, so it is likely larger; left at 0 until
@@ -70,6 +81,7 @@ class Efficiency:
     moe_memory: float = 0.80
     link: float = 0.80
     quantized_moe: float = 1.0
+    moe_compute: float = 1.0
     alltoall_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0
     kernel_overhead_s: float = 4 * MICRO

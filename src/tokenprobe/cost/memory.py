@@ -164,3 +164,21 @@ def kv_capacity_tokens(
     fit."""
     b = budget or MemoryBudget(gpu_memory_utilization=gpu_memory_utilization)
     return memory_report(dep, 1, b).kv_capacity_tokens
+
+
+def max_context_tokens(dep: Deployment, batch: float, gpu_memory_utilization: float = 0.9) -> float:
+    """Largest context per sequence at which `batch` sequences share the KV cache (KV-bound
+    batches). Windowed layers (sliding or chunked attention) hold at most their window, so this
+    is found by bisection on `kv_bytes_per_request_per_gpu`, not by dividing the full-layer token
+    capacity."""
+    budget = MemoryBudget(gpu_memory_utilization=gpu_memory_utilization)
+    free = memory_report(dep, 1, budget).kv_free_bytes_per_gpu / max(batch, 1.0)
+    if kv_bytes_per_request_per_gpu(dep, 1, 1) > free:
+        return 0.0
+    lo, hi = 1, 1
+    while kv_bytes_per_request_per_gpu(dep, hi, 1) <= free and hi < 1 << 30:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if kv_bytes_per_request_per_gpu(dep, mid, 1) <= free else (lo, mid)
+    return float(lo)

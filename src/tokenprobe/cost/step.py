@@ -14,9 +14,12 @@ sees); each GPU works 1/pp of it unless the engine keeps pp micro-batches in fli
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tokenprobe.cost.comm import allreduce_time_s, alltoall_time_s, send_time_s
 from tokenprobe.cost.deployment import Deployment
@@ -81,11 +84,27 @@ def terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     yield from head_terms(dep, shape)
 
 
-def rates(dep: Deployment, prefill_heavy: bool) -> tuple[float, float]:
-    """Achievable FLOP/s and HBM bytes/s. A step with at least as many prefill tokens as decode
-    sequences counts as prefill for the compute efficiency (large GEMMs)."""
+# GEMM rows between which the tensor-core efficiency climbs from `compute_decode` to
+# `compute_prefill` (linear in log2 rows). A GEMM of M rows is cut into tiles of 64-128 rows
+# (Hopper wgmma / Ampere mma CTA tiles); with few rows most of each tile and most SMs idle, and
+# cuBLAS reaches its large-GEMM efficiency only once M gives every SM whole tiles over the
+# weight's N dimension (NVIDIA "Matrix Multiplication Background" guide, tile and wave
+# quantization). Rows, not the step's phase, set it: a decode batch of 900 sequences is a large
+# GEMM, a 64-token prefill chunk a small one.
+SMALL_GEMM_ROWS = 128.0
+LARGE_GEMM_ROWS = 2048.0
+_LOG2_SPAN = math.log2(LARGE_GEMM_ROWS / SMALL_GEMM_ROWS)
+
+
+def rates(dep: Deployment, rows: Any) -> tuple[Any, float]:
+    """Achievable FLOP/s for GEMMs of `rows` token rows (a number or an array), and HBM bytes/s."""
     eff = dep.efficiency
-    eta_c = eff.compute_prefill if prefill_heavy else eff.compute_decode
+    if isinstance(rows, (int, float)):  # the simulator's per-step path: no numpy scalars
+        x = math.log2(max(rows, 1.0) / SMALL_GEMM_ROWS) / _LOG2_SPAN
+        frac: Any = min(1.0, max(0.0, x))
+    else:
+        frac = np.clip(np.log2(np.maximum(rows, 1.0) / SMALL_GEMM_ROWS) / _LOG2_SPAN, 0.0, 1.0)
+    eta_c = eff.compute_decode + (eff.compute_prefill - eff.compute_decode) * frac
     return dep.peak_flop_per_s * eta_c, dep.gpu.hbm_bytes_per_s * eff.memory
 
 
@@ -93,17 +112,24 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     """Achievable HBM bytes/s of the operators with an efficiency of their own."""
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
-    for op, scale in flop_rate_scales(dep).items():
-        rates[op] *= scale
+    if _dequantizing_moe(dep):
+        rates["experts"] *= eff.quantized_moe
     return rates
 
 
+def _dequantizing_moe(dep: Deployment) -> bool:
+    return dep.model.moe is not None and dep.weight_dtype.bits < 16
+
+
 def flop_rate_scales(dep: Deployment) -> dict[str, float]:
-    """Operators whose kernels run slower than the dense ones in both compute and HBM: the
-    dequantizing fused-MoE kernels of sub-16-bit expert weights (`Efficiency.quantized_moe`)."""
-    if dep.model.moe is None or dep.weight_dtype.bits >= 16 or dep.efficiency.quantized_moe == 1:
+    """Operators whose kernels reach less of the tensor-core rate than the dense GEMMs: the
+    fused-MoE expert kernels (`Efficiency.moe_compute`), slower again when they dequantize
+    sub-16-bit expert weights (`Efficiency.quantized_moe`, which slows their HBM rate too)."""
+    if dep.model.moe is None:
         return {}
-    return {"experts": dep.efficiency.quantized_moe}
+    eff = dep.efficiency
+    scale = eff.moe_compute * (eff.quantized_moe if _dequantizing_moe(dep) else 1.0)
+    return {} if scale == 1 else {"experts": scale}
 
 
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
@@ -121,7 +147,7 @@ def _op_times(
     dep: Deployment, shape: BatchShape, clock_fraction: float
 ) -> Iterator[tuple[str, float, float, float, float, float, float]]:
     """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
-    flop_rate, byte_rate = rates(dep, shape.prefill_tokens >= shape.decode_seqs)
+    flop_rate, byte_rate = rates(dep, shape.tokens)
     flop_rate *= clock_fraction
     # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
     mem_scale = clock_fraction**dep.power.memory_clock_sensitivity

@@ -48,7 +48,7 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
     b = np.asarray(batches, dtype=np.float64)[:, None]
     c = np.asarray(contexts, dtype=np.float64)[None, :]
     shape = cast(BatchShape, _GridShape(decode_seqs=b, decode_context_tokens=b * c))
-    flop_rate, byte_rate = rates(dep, prefill_heavy=False)
+    flop_rate, byte_rate = rates(dep, b)
     special, fscale = special_byte_rates(dep), flop_rate_scales(dep)
     alpha = dep.efficiency.kernel_overhead_s
     stage = np.zeros(np.broadcast_shapes(b.shape, c.shape))
