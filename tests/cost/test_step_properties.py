@@ -209,3 +209,51 @@ def test_a_large_decode_batch_runs_its_gemms_at_the_large_gemm_rate() -> None:
     small = next(o for o in op_costs(dep, BatchShape.decode(64, 512)) if o.name == "mlp")
     large = next(o for o in op_costs(dep, BatchShape.decode(900, 512)) if o.name == "mlp")
     assert large.compute_s / 900 < small.compute_s / 64
+
+
+def test_routing_skew_touches_fewer_experts_at_small_batches_and_all_at_large() -> None:
+    """Skewed routers read fewer distinct experts' weights for a few tokens than uniform routing,
+    and still all of them for a large batch; skew 0 is the uniform formula."""
+    from tokenprobe.cost.ops import expected_distinct_experts
+
+    uniform = 128 * (1 - (1 - 8 / 128) ** 8)
+    assert expected_distinct_experts(128, 8, 8) == pytest.approx(uniform)
+    assert expected_distinct_experts(128, 8, 8, 0.0) == pytest.approx(uniform)
+    last = uniform
+    for skew in (0.5, 1.0, 1.5):
+        now = expected_distinct_experts(128, 8, 8, skew)
+        assert now < last
+        last = now
+    assert expected_distinct_experts(128, 8, 20_000, 1.0) == pytest.approx(128, rel=1e-3)
+
+
+def test_skewed_distinct_experts_agree_with_a_seeded_top_k_monte_carlo() -> None:
+    """The independent-pick approximation against real top-k routing without replacement:
+    each token draws its k experts by Gumbel-top-k over log-popularity σ·z (same quantiles)."""
+    import numpy as np
+
+    from tokenprobe.cost.ops import _skewed_pick_probabilities, expected_distinct_experts
+
+    experts, k, skew = 128, 8, 1.0
+    p = _skewed_pick_probabilities(experts, k, skew)
+    logits = np.log(p)
+    rng = np.random.default_rng(11)
+    for tokens in (8, 32, 128):
+        counts = []
+        for _ in range(400):
+            g = logits + rng.gumbel(size=(tokens, experts))
+            picks = np.argpartition(-g, k, axis=1)[:, :k]
+            counts.append(len(np.unique(picks)))
+        model = expected_distinct_experts(experts, k, tokens, skew)
+        assert model == pytest.approx(float(np.mean(counts)), rel=0.06)
+
+
+def test_routing_skew_is_a_spread_not_a_fraction() -> None:
+    """σ of the expert popularity may exceed 1 (the vllm profile fits 1.3) but not go negative."""
+    from tokenprobe.errors import ConfigError
+
+    assert DEFAULT_EFFICIENCY.with_overrides({"routing_skew": 1.3}).routing_skew == 1.3
+    with pytest.raises(ConfigError, match="routing_skew"):
+        DEFAULT_EFFICIENCY.with_overrides({"routing_skew": -0.1})
+    with pytest.raises(ConfigError, match="moe_compute"):
+        DEFAULT_EFFICIENCY.with_overrides({"moe_compute": 1.5})

@@ -49,6 +49,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "moe_memory": (0.2, 1.0),
     "quantized_moe": (0.2, 1.0),
     "moe_compute": (0.1, 1.0),
+    "routing_skew": (0.0, 2.0),
     "link": (0.2, 1.0),
     "kernel_overhead_s": (0.0, 40 * MICRO),
     "step_overhead_s": (0.0, 30 * MILLI),
@@ -144,12 +145,19 @@ def summarize_by_metric(observations: Iterable[Observation]) -> dict[str, float]
 # ------------------------------------------------------------------------------ the objective
 
 
-def _to_z(value: float, lo: float, hi: float) -> float:
+# Parameters whose start on their lower bound is a stationary point of the model: the fit
+# starts them this far into their range instead. routing_skew: a log-normal spread of expert
+# popularity changes the expected distinct experts only in second order around σ = 0 (the mean
+# pick rate is fixed), so from 0 the gradient is zero and the fit never moves it; start σ = 0.5.
+INTERIOR_START_U = {"routing_skew": 0.25}
+
+
+def _to_z(value: float, lo: float, hi: float, floor_u: float = 0.02) -> float:
     # a start on a bound begins inside it: at the bound itself the logistic is flat and the fit
     # could not move the parameter. 2 % above a lower bound (request_overhead_s 0 -> 4 ms), 10 %
     # below an upper one (quantized_moe 1.0 -> 0.92): the slope there, u(1 - u), must be large
     # enough for a parameter the data pull far down (FP8 MoE kernels run at ~0.4)
-    u = min(max((value - lo) / (hi - lo), 0.02), 0.9)
+    u = min(max((value - lo) / (hi - lo), floor_u), 0.9)
     return math.log(u / (1 - u))
 
 
@@ -176,7 +184,10 @@ class Objective:
         self.rows, self.names, self.ridge = list(rows), list(names), ridge
         self.bounds = [BOUNDS[n] for n in names]
         self.z0 = np.array(
-            [_to_z(start.get(n), *b) for n, b in zip(names, self.bounds, strict=True)]
+            [
+                _to_z(start.get(n), *b, INTERIOR_START_U.get(n, 0.02))
+                for n, b in zip(names, self.bounds, strict=True)
+            ]
         )
         # the point z0 stands for: a start on a bound moves inside it (_to_z), and every
         # evaluation must see that moved value, or the objective jumps between z0 and z0 + dz

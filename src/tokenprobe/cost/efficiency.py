@@ -42,6 +42,15 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   dense-rate roofline (gpt-oss-120b on 2 H100s: +60 us per added sequence measured, +34 us
   with the earlier vllm profile), while the dense models' slope is met within a few per cent.
   The vllm profile fits 0.38, tensorrt-llm 0.91 (Argonne's Mixtral runs).
+- `routing_skew` 0: how unevenly a MoE router spreads a batch's tokens over the experts, as the σ
+  of a log-normal expert popularity (ops.expected_distinct_experts). At 0 routing is uniform and
+  8 tokens of Qwen3-30B-A3B (top-8 of 128) touch 50 distinct experts; real routers favour some
+  experts (popular experts take several times the mean load in a batch: e.g. Huang et al.,
+  "Towards MoE Deployment", arXiv:2303.06182), so a small decode batch reads fewer expert
+  weights than uniform routing says, while a large batch still reads them all. 0 until
+  calibrated: the vllm profile fits 1.3 on ML.ENERGY's and GPUStack's MoE runs (at 1.3, 8
+  Qwen3-30B-A3B tokens touch ~37 experts, not 52); TensorRT-LLM and vLLM-2024, fitted on
+  Argonne's Mixtral (top-2 of 8, all touched from a few tokens), stay near the fit's start.
 - `alltoall_extra_latency_s` 0 s: what one expert-parallel all-to-all (dispatch or combine)
   costs beyond the link's per-message latency (`LinkSpec.latency_s`, an all-reduce-hop figure).
   All-to-all among 8 GPUs synchronises all of them, so it is likely larger; left at 0 until
@@ -71,6 +80,8 @@ from dataclasses import dataclass, fields, replace
 from tokenprobe.errors import ConfigError
 from tokenprobe.units import MICRO, MILLI
 
+UNBOUNDED = frozenset({"routing_skew"})  # parameters that are not fractions (>= 0)
+
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
@@ -82,6 +93,7 @@ class Efficiency:
     link: float = 0.80
     quantized_moe: float = 1.0
     moe_compute: float = 1.0
+    routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0
     kernel_overhead_s: float = 4 * MICRO
@@ -92,7 +104,7 @@ class Efficiency:
             value = getattr(self, f.name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"efficiency.{f.name}", value, "a finite number >= 0")
-            if not f.name.endswith("_s") and not 0 < value <= 1:
+            if not f.name.endswith("_s") and f.name not in UNBOUNDED and not 0 < value <= 1:
                 raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
 
     def with_overrides(self, overrides: dict[str, float]) -> Efficiency:

@@ -156,10 +156,34 @@ def _term(name: str, layers: float, flop: Any, nbytes: Any) -> OpTerm:
     return (name, layers, flop, nbytes, KERNELS[name])
 
 
-def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: Any) -> Any:
-    """Expected number of distinct experts hit by `tokens` tokens each routed to k of E experts,
-    with uniform independent routing: E·(1 − (1 − k/E)^T). Floats or numpy arrays (sweep.py)."""
-    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+def expected_distinct_experts(
+    num_experts: int, experts_per_token: int, tokens: Any, skew: float = 0.0
+) -> Any:
+    """Expected number of distinct experts hit by `tokens` tokens each routed to k of E experts.
+
+    Uniform independent routing (skew 0): E·(1 − (1 − k/E)^T). Real routers favour some experts
+    over others within a batch, so fewer distinct experts are hit by a few tokens than uniform
+    routing says, while a large batch still hits them all: expert e is picked with probability
+    k·w_e/E per token, w_e log-normal over the experts with σ = `skew`, mean 1 (E equal-mass
+    quantiles), so Σ_e (1 − (1 − k·w_e/E)^T). Floats or numpy arrays (sweep.py)."""
+    if skew <= 0:
+        return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+    p = _skewed_pick_probabilities(num_experts, experts_per_token, round(skew, 9))
+    t = np.asarray(tokens, dtype=np.float64)
+    q = (1.0 - p).reshape((-1,) + (1,) * t.ndim)
+    out = np.sum(1.0 - q**t, axis=0)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+@functools.lru_cache(maxsize=1024)
+def _skewed_pick_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
+    """Per-token pick probability of each expert under log-normal popularity (see above)."""
+    from statistics import NormalDist
+
+    z = np.array([NormalDist().inv_cdf((e + 0.5) / num_experts) for e in range(num_experts)])
+    w = np.exp(skew * z)
+    p: np.ndarray = np.minimum(1.0, k * w / w.mean() / num_experts)
+    return p
 
 
 @functools.lru_cache(maxsize=65536)
@@ -182,10 +206,13 @@ def _max_touched(per_gpu: int, gpus: int, p: Any) -> Any:
     return expected
 
 
-def slowest_gpu_experts(moe_experts: int, experts_per_token: int, tokens: Any, gpus: int) -> Any:
-    """Distinct experts read by the busiest of `gpus` expert-parallel GPUs (module docstring)."""
+def slowest_gpu_experts(
+    moe_experts: int, experts_per_token: int, tokens: Any, gpus: int, skew: float = 0.0
+) -> Any:
+    """Distinct experts read by the busiest of `gpus` expert-parallel GPUs (module docstring);
+    with routing skew, each expert is taken as touched with the skewed mean probability."""
     per_gpu = -(-moe_experts // gpus)  # the busiest GPU holds the rounded-up share
-    p = 1.0 - (1.0 - experts_per_token / moe_experts) ** tokens
+    p = expected_distinct_experts(moe_experts, experts_per_token, tokens, skew) / moe_experts
     if isinstance(p, np.ndarray):
         return _max_touched(per_gpu, gpus, p)
     return _max_touched_float(per_gpu, gpus, round(float(p), 12))
@@ -292,10 +319,15 @@ def _moe_terms(
     assert moe is not None
     n = g.layers
     yield _term("router", n, 2 * tokens * g.router_weights, g.router_weights * ab + tokens * h * ab)
+    skew = dep.efficiency.routing_skew
     if dep.expert_parallel and dep.tp > 1:
-        touched = slowest_gpu_experts(moe.num_experts, moe.experts_per_token, all_tokens, dep.tp)
+        touched = slowest_gpu_experts(
+            moe.num_experts, moe.experts_per_token, all_tokens, dep.tp, skew
+        )
     else:  # every GPU holds a slice of every expert: all see the same experts
-        touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, all_tokens)
+        touched = expected_distinct_experts(
+            moe.num_experts, moe.experts_per_token, all_tokens, skew
+        )
     routed_rows = all_tokens * moe.experts_per_token * g.experts_here / moe.num_experts
     flop = 2 * routed_rows * g.expert_weights
     act = routed_rows * (2 * h + 4 * g.expert_inner) * ab
