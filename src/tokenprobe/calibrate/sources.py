@@ -111,9 +111,12 @@ MLENERGY_FIELDS = (
 # 268 (Llama-3.3-70B), 330 (Qwen3-32B TP2), 537 (Llama-4-Scout), 594 (Qwen3-32B), 677
 # (Qwen3-235B), 775 (Qwen3-30B-A3B): median 330. (Session 2 took 400 from the 70B run alone
 # with OSL/2 in flight.) The prompts are LMArena conversations whose later turns carry the
-# earlier ones (ml-energy/benchmark datasets.py). gpqa (one question + four choices) and
-# sourcegraph-fim (code context) keep the first assumptions.
-TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 2000}
+# earlier ones (ml-energy/benchmark datasets.py). sourcegraph-fim: 1450 by the same argument
+# from its one KV-bound run (Qwen3-Coder-30B-A3B on one H100, 88.9 sequences under
+# max_num_seqs 96: 1,698 tokens of KV room each − 252 mean output), not the 2000 first guessed.
+# gpqa (one question + four choices, 300) keeps the first assumption: its KV-bound runs are
+# bound by their long reasoning outputs, which leave nothing to infer the prompt from.
+TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 1450}
 OUTPUT_LENGTH_CV = 1.0
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, which ML.ENERGY's configs keep
 
