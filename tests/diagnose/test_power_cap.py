@@ -3,16 +3,26 @@ edges. The real cases (a power-capped T4 scrape, an H100 under gpu-burn at its m
 test_public_traces_rules.py; here SYNTHETIC samples (built in the test, not measured) put one
 figure at a time on either side of a mark: the power limit recorded or not, the clock just above
 or below CAPPED_CLOCK_OF_BOOST, the time at the limit just under or over THROTTLE_SHARE, a GPU
-without a catalog boost clock, two GPUs whose power and clock must not be mixed.
+without a catalog boost clock, two GPUs whose power and clock must not be mixed; and the
+clock-drop and power-cap checks judged per GPU (steady GPUs at different clocks, one falling
+clock, one capped GPU among four), each firing GPU named.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from statistics import median
 
 import pytest
 
 from diagnose.runs import gpu_log
 from tokenprobe.diagnose import Verdict, diagnose
-from tokenprobe.diagnose.context import CAPPED_CLOCK_OF_BOOST, POWER_CAP_OF_LIMIT, THROTTLE_SHARE
+from tokenprobe.diagnose.context import (
+    CAPPED_CLOCK_OF_BOOST,
+    HIGH_POWER_OF_TDP,
+    POWER_CAP_OF_LIMIT,
+    THROTTLE_SHARE,
+)
 from tokenprobe.hardware import get_gpu
 from tokenprobe.records import Run, TelemetrySample
 
@@ -130,7 +140,7 @@ def test_power_and_clock_are_paired_sample_by_sample() -> None:
     """Must not fire: two GPUs, GPU 0 at 690 W with its clock at 1980 MHz, GPU 1 at 300 W and
     1000 MHz (a low clock far from the limit). The samples at the limit are GPU 0's, at full
     clock; GPU 1's low clock is not set against GPU 0's power. (4 samples each: fewer than the
-    10 the clock-drop check needs, which compares clocks without telling GPUs apart.)"""
+    10 busy samples per GPU the clock-drop check needs.)"""
     run = _run([(690.0, 1980.0)] * 4, gpu_index=0)
     other = _run([(300.0, 1000.0)] * 4, gpu_index=1)
     run.telemetry.extend(other.telemetry)
@@ -164,3 +174,81 @@ def test_the_handwritten_busy_and_starved_logs_are_not_at_the_limit(name: str) -
     verdict = _verdict(gpu_log(name), "throttling")
     assert verdict.status == "clear", verdict.reason
     assert verdict.reason.endswith("of the 700 W power limit (catalog TDP of h100-sxm): not at it")
+
+
+def _gpus(per_gpu: list[list[tuple[float, float]]], interleave: bool = True) -> Run:
+    """One imported run of several GPUs (index = position in `per_gpu`) built with `_run`:
+    sampled at the same 1-s ticks (interleaved) or one GPU after another (`interleave` False)."""
+    runs = [_run(rows, gpu_index=i) for i, rows in enumerate(per_gpu)]
+    if not interleave:
+        for i, run in enumerate(runs[1:], start=1):
+            offset = sum(len(rows) for rows in per_gpu[:i])
+            run.telemetry[:] = [replace(s, t_s=s.t_s + offset) for s in run.telemetry]
+    run = runs[0]
+    for other in runs[1:]:
+        run.telemetry.extend(other.telemetry)
+    run.telemetry.sort(key=lambda s: (s.t_s, s.gpu_index or 0))
+    return run
+
+
+@pytest.mark.parametrize("interleave", [True, False], ids=["interleaved", "one-after-another"])
+def test_two_steady_gpus_at_different_clocks_are_no_clock_drop(interleave: bool) -> None:
+    """Must not fire: GPU 0 steady at 1980 MHz, GPU 1 steady at 1600 MHz (both at 400 W, far
+    from the 700 W limit), 20 samples each. Pooled, the first fifth of the busy time would be GPU
+    0's 1980 MHz and the last GPU 1's 1600 MHz: a 19 % "drop" that no GPU shows."""
+    run = _gpus([[(400.0, 1980.0)] * 20, [(400.0, 1600.0)] * 20], interleave)
+    verdict = _verdict(run, "throttling")
+    assert verdict.status == "clear", verdict.reason
+    assert verdict.reason.startswith("throttled 0% of samples, clock drop 0%;")
+
+
+def test_one_gpu_whose_clock_falls_fires_and_is_named() -> None:
+    """GPU 0 steady at 1980 MHz; GPU 1 from 1980 to 1500 MHz over the run (20 samples each,
+    400 W, no reasons, not at the limit): the drop is GPU 1's (21 %), and the finding names it."""
+    falling = [(400.0, 1980.0 - (1980.0 - 1500.0) * i / 19) for i in range(20)]
+    run = _gpus([[(400.0, 1980.0)] * 20, falling])
+    verdict = _verdict(run, "throttling")
+    assert verdict.status == "fired", verdict.reason
+    assert verdict.finding is not None
+    ev = verdict.finding.evidence
+    assert ev["sm_clock_drop_gpus"] == "GPU 1"
+    assert ev["power_capped"] is False and ev["power_capped_gpus"] is None
+    clocks = [clock for _, clock in falling]
+    first, last = median(clocks[:4]), median(clocks[-4:])  # first and last fifth of 20 samples
+    assert ev["sm_clock_drop_fraction"] == pytest.approx(round((first - last) / first, 3))
+    assert verdict.finding.summary == (
+        "Power/thermal throttling in 0% of samples; GPU 1: SM clock fell 21% from the first to "
+        "the last fifth of the busy time"
+    )
+
+
+@pytest.mark.parametrize(
+    "healthy_w", [400.0, 680.0], ids=["others-under-the-limit", "others-at-the-limit-full-clock"]
+)
+def test_one_power_capped_gpu_among_four_is_not_outvoted(healthy_w: float) -> None:
+    """4 GPUs, 20 samples each: GPU 2 at 690 W of the 700 W TDP (99 %) with its clock at
+    1188 MHz (60 % of boost); GPUs 0, 1, 3 at full boost clock, either at 400 W (pooled, GPU 2's
+    samples were the only ones at the limit, but no GPU was named) or at 680 W (97 %: pooled,
+    their 1980 MHz set the median clock at the limit and outvoted GPU 2). Judged per GPU, GPU 2
+    is capped: fires, naming GPU 2 with GPU 2's own figures; compute-bound (at 680 W, over 80 %
+    of TDP) defers to it."""
+    capped_mhz = 0.6 * H100_BOOST_MHZ
+    healthy = [(healthy_w, H100_BOOST_MHZ)] * 20
+    run = _gpus([healthy, healthy, [(690.0, capped_mhz)] * 20, healthy])
+    result = diagnose(run)
+    verdict = next(v for v in result.verdicts if v.rule == "throttling")
+    assert verdict.status == "fired", verdict.reason
+    assert verdict.finding is not None
+    ev = verdict.finding.evidence
+    assert ev["power_capped"] is True and ev["power_capped_gpus"] == "GPU 2"
+    assert ev["sm_clock_hz_at_power_limit"] == round(capped_mhz * 1e6)
+    assert ev["at_power_limit_share"] == 1.0
+    assert ev["sm_clock_drop_fraction"] == 0.0 and ev["sm_clock_drop_gpus"] is None
+    assert verdict.finding.summary == (
+        "GPU 2 (1 of 4 GPUs): Power-capped: SM clock 1188 MHz = 60% of the 1980 MHz boost clock "
+        "at 690.0 W = 99% of the 700 W power limit (catalog TDP of h100-sxm)"
+    )
+    compute = next(v for v in result.verdicts if v.rule == "compute-bound")
+    assert compute.status == "clear", compute.reason
+    if healthy_w >= HIGH_POWER_OF_TDP * 700:  # busy power over 80 % of TDP: would fire uncapped
+        assert "but power-capped: GPU 2 (1 of 4 GPUs): SM clock 1188 MHz" in compute.reason

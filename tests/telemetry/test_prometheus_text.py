@@ -44,6 +44,35 @@ def test_the_enforced_power_limit_wins_over_the_set_one(enforced_first: bool) ->
     assert gpu1.power_limit_w == pytest.approx(350.0)
 
 
+def test_dcgm_3_3_clocks_event_reasons_are_the_throttle_reasons() -> None:
+    """An inline scrape (not a recording) in DCGM >= 3.3's naming: DCGM_FI_DEV_CLOCKS_EVENT_REASONS
+    (formerly DCGM_FI_DEV_CLOCK_THROTTLE_REASONS) = 4, SW power cap, lands in throttle_reasons."""
+    text = "\n".join(
+        [
+            "# TYPE DCGM_FI_DEV_CLOCKS_EVENT_REASONS gauge",
+            'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu="0",modelName="NVIDIA H100"} 4',
+            'DCGM_FI_DEV_SM_CLOCK{gpu="0",modelName="NVIDIA H100"} 1200',
+        ]
+    )
+    (sample,) = gpu_samples(text, t_s=1.0)
+    assert sample.throttle_reasons == 4 and isinstance(sample.throttle_reasons, int)
+    assert sample.sm_clock_hz == pytest.approx(1.2e9)
+
+
+@pytest.mark.parametrize("new_first", [False, True], ids=["old-first", "new-first"])
+def test_the_new_clocks_event_reasons_name_wins_over_the_old_one(new_first: bool) -> None:
+    """Both names in one scrape (an exporter mid-migration), in either order: the newer
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS wins; a GPU with only the old name keeps that one."""
+    new = 'DCGM_FI_DEV_CLOCKS_EVENT_REASONS{gpu="0"} 4'
+    lines = [
+        'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu="0"} 0',
+        'DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu="1"} 32',
+    ]
+    lines.insert(0 if new_first else len(lines), new)
+    gpu0, gpu1 = gpu_samples("\n".join(lines), t_s=0.0)
+    assert (gpu0.throttle_reasons, gpu1.throttle_reasons) == (4, 32)
+
+
 def test_exposition_parser_reads_labels_escapes_specials_and_timestamps():
     text = (
         "# TYPE x gauge\n"

@@ -4,13 +4,13 @@ small helpers shared by the rule modules."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tokenprobe.diagnose.costview import CostView
 from tokenprobe.diagnose.findings import Evidence, Verdict
-from tokenprobe.diagnose.signals import Signals, weighted_median
+from tokenprobe.diagnose.signals import NO_GPU_INDEX, Signals, weighted_median
 from tokenprobe.energy_join import EnergyReport
 from tokenprobe.records import Run
 from tokenprobe.units import MEGA
@@ -61,6 +61,11 @@ def rounded(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
+def gpu_label(index: int) -> str:
+    """'GPU 1' ('GPU ?' for a sample whose source named no GPU)."""
+    return "GPU ?" if index == NO_GPU_INDEX else f"GPU {index}"
+
+
 def gpu_load(ctx: Context) -> tuple[float | None, float | None, str | None]:
     """(busy GPU utilization, busy power / TDP, why not) of the run."""
     sig = ctx.sig
@@ -93,6 +98,10 @@ class PowerCap:
     else the catalog TDP: `limit_source`), `power_of_limit` (median power / limit),
     `at_limit_share` (time share at >= POWER_CAP_OF_LIMIT of the limit), and, over the samples
     at the limit, `power_w` and `clock_hz` (medians; None when no sample is at the limit).
+
+    With several GPUs each GPU is judged on its own samples: `gpus` names the capped ones
+    ('GPU 1', ...; empty when none is, or when the run has one GPU), and the figures are those of
+    the capped GPU with the lowest clock at the limit (none capped: of all GPUs together).
     """
 
     why: str | None
@@ -104,6 +113,8 @@ class PowerCap:
     at_limit_share: float | None = None
     power_w: float | None = None
     clock_hz: float | None = None
+    gpus: tuple[str, ...] = ()
+    num_gpus: int = 1  # GPUs judged
 
     @property
     def clock_of_boost(self) -> float | None:
@@ -122,7 +133,15 @@ class PowerCap:
             "power_limit_source": self.limit_source,
             "power_of_limit_busy": rounded(self.power_of_limit),
             "at_power_limit_share": rounded(self.at_limit_share),
+            "power_capped_gpus": ", ".join(self.gpus) if self.gpus else None,
         }
+
+    def gpu_words(self) -> str:
+        """'GPU 1 (1 of 4 GPUs): ' when a multi-GPU run has capped GPUs, else ''."""
+        if not self.gpus:
+            return ""
+        figures = "" if len(self.gpus) == 1 else f"; figures of {self.gpus[0]}"
+        return f"{', '.join(self.gpus)} ({len(self.gpus)} of {self.num_gpus} GPUs{figures}): "
 
     def clock_words(self) -> str:
         """'SM clock 660 MHz = 42% of the 1590 MHz boost clock' (judged, at the limit only)."""
@@ -142,7 +161,7 @@ class PowerCap:
             return f"power cap not judged: {self.why}"
         if self.clock_hz is None:
             return f"power {self.power_of_limit or 0:.0%} of {self.limit_words()}: not at it"
-        return (
+        return self.gpu_words() + (
             f"at >= {POWER_CAP_OF_LIMIT:.0%} of {self.limit_words()} "
             f"{self.at_limit_share or 0:.0%} of the busy time with {self.clock_words()}"
         )
@@ -156,7 +175,9 @@ def power_cap(ctx: Context) -> PowerCap:
     median SM clock is < CAPPED_CLOCK_OF_BOOST of the catalog boost clock. The limit is the one
     the telemetry recorded (NVML's enforced limit, nvidia-smi's enforced.power.limit, DCGM's
     enforced / management limit), else the catalog TDP. Needs neither throttle reasons nor more
-    than one sample: one dcgm-exporter scrape is enough.
+    than one sample: one dcgm-exporter scrape is enough. With several GPUs, each GPU is judged on
+    its own samples and the check fires when any GPU is capped (one capped GPU among healthy
+    ones is not outvoted by theirs); see PowerCap for the figures then reported.
     """
     sig, pc = ctx.sig, ctx.sig.power_clock
     if pc is None:
@@ -167,10 +188,29 @@ def power_cap(ctx: Context) -> PowerCap:
     if gpu.sm_clock_hz is None:
         return PowerCap(f"the catalog has no boost clock for {gpu.name}")
     busy = pc.clock_hz.busy
-    dt = pc.clock_hz.dt_s[busy]
+    if float(pc.clock_hz.dt_s[busy].sum()) <= 0:
+        return PowerCap("no busy sample with both power and SM clock")
+    pooled = _judge_power_cap(ctx, busy)
+    indices = [int(i) for i in np.unique(pc.gpu[busy])]
+    if len(indices) <= 1:
+        return pooled
+    per_gpu = [(i, _judge_power_cap(ctx, busy & (pc.gpu == i))) for i in indices]
+    capped = [(i, cap) for i, cap in per_gpu if cap.capped]
+    if not capped:
+        return replace(pooled, num_gpus=len(indices))
+    capped.sort(key=lambda item: (item[1].clock_hz or 0.0, item[0]))
+    worst = capped[0][1]
+    return replace(worst, gpus=tuple(gpu_label(i) for i, _ in capped), num_gpus=len(indices))
+
+
+def _judge_power_cap(ctx: Context, mask: np.ndarray) -> PowerCap:
+    """power_cap on the samples of `mask` (busy ones, with weight; checked by the caller)."""
+    gpu, pc = ctx.sig.gpu, ctx.sig.power_clock
+    assert gpu is not None and gpu.sm_clock_hz is not None and pc is not None
+    dt = pc.clock_hz.dt_s[mask]
     if float(dt.sum()) <= 0:
         return PowerCap("no busy sample with both power and SM clock")
-    recorded = pc.limit_w[busy]
+    recorded = pc.limit_w[mask]
     known = ~np.isnan(recorded)
     limit = np.where(known, recorded, gpu.tdp_w)
     if known.all():
@@ -179,7 +219,7 @@ def power_cap(ctx: Context) -> PowerCap:
         source = f"enforced where recorded, else the catalog TDP of {gpu.name}"
     else:
         source = f"catalog TDP of {gpu.name}"
-    power, clock = pc.power_w[busy], pc.clock_hz.value[busy]
+    power, clock = pc.power_w[mask], pc.clock_hz.value[mask]
     ratio = power / limit
     at = ratio >= POWER_CAP_OF_LIMIT
     share = float(dt[at].sum() / dt.sum())

@@ -33,7 +33,9 @@ in flight.
   < CAPPED_CLOCK_OF_BOOST of the catalog boost clock. The power cap needs neither reasons nor a
   series: one dcgm-exporter scrape (default counters: no reasons field) is enough. Skipped when
   none of the three can be judged (no reasons, too few clock samples, and no catalog boost
-  clock or no sample with both power and clock).
+  clock or no sample with both power and clock). The clock drop and the power cap are judged
+  per GPU and fire when any GPU shows them (two steady GPUs at different clocks are no drop; one
+  capped GPU is not outvoted by healthy ones); a multi-GPU finding names the GPU(s).
   Why these marks: GPU Boost runs the SM clock at its boost clock unless a power or thermal
   limit (or a clock cap set by hand) holds it back, so a busy board at its limit with the clock
   15 % or more under boost is held by the limit: the real H100 under gpu-burn sits at 90 % of

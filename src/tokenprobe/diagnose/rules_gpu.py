@@ -19,12 +19,14 @@ from tokenprobe.diagnose.context import (
     THROTTLE_SHARE,
     Context,
     PowerCap,
+    gpu_label,
     gpu_load,
     mem_evidence,
     power_cap,
     rounded,
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
+from tokenprobe.diagnose.signals import Series
 from tokenprobe.energy_join import EnergyReport
 
 
@@ -83,7 +85,8 @@ def compute_bound(ctx: Context) -> Verdict:
             name,
             "clear",
             f"util {util:.0%}, power {power_ratio:.0%} of TDP, but power-capped: "
-            f"{cap.clock_words()} at {cap.power_of_limit or 0:.0%} of {cap.limit_words()}; "
+            f"{cap.gpu_words()}{cap.clock_words()} at {cap.power_of_limit or 0:.0%} of "
+            f"{cap.limit_words()}; "
             "the power limit, not the tensor cores, sets the speed (see throttling)",
         )
     finding = Finding(
@@ -151,6 +154,35 @@ def _power_capped_finding_words(cap: PowerCap) -> tuple[str, str]:
     return summary, action
 
 
+def _clock_drop(
+    clocks: Series | None, gpus: np.ndarray | None
+) -> tuple[float | None, tuple[str, ...], int, bool]:
+    """The SM-clock drop from the first to the last fifth of the busy time, judged per GPU (two
+    steady GPUs at different clocks are no drop): (the largest drop of the GPUs with at least
+    MIN_CLOCK_SAMPLES busy samples, None when none was judged; the GPUs whose drop reaches
+    CLOCK_DROP, named only when the run has several GPUs; the most busy samples of any GPU;
+    whether there are several GPUs)."""
+    if clocks is None:
+        return None, (), 0, False
+    index = gpus if gpus is not None and gpus.size == len(clocks) else np.zeros(len(clocks), int)
+    indices = [int(i) for i in np.unique(index)]
+    drops: dict[int, float] = {}
+    most = 0
+    for i in indices:
+        busy = clocks.value[clocks.busy & (index == i)]  # in time order within one GPU
+        most = max(most, int(busy.size))
+        if busy.size < MIN_CLOCK_SAMPLES:
+            continue
+        fifth = max(busy.size // 5, 1)
+        first, last = float(np.median(busy[:fifth])), float(np.median(busy[-fifth:]))
+        if first > 0:
+            drops[i] = (first - last) / first
+    if not drops:
+        return None, (), most, len(indices) > 1
+    named = tuple(gpu_label(i) for i, d in drops.items() if d >= CLOCK_DROP)
+    return max(drops.values()), named if len(indices) > 1 else (), most, len(indices) > 1
+
+
 def throttling(ctx: Context) -> Verdict:
     sig, name = ctx.sig, "throttling"
     if sig.throttle is None and sig.sm_clock_hz is None:
@@ -159,14 +191,8 @@ def throttling(ctx: Context) -> Verdict:
     if sig.throttle is not None:
         bits = sig.throttle.value.astype(np.int64)
         share = sig.throttle.share((bits & POWER_THERMAL_BITS) != 0)
-    drop = None
     clocks = sig.sm_clock_hz
-    busy_clocks = int(clocks.busy.sum()) if clocks is not None else 0
-    if clocks is not None and busy_clocks >= MIN_CLOCK_SAMPLES:
-        busy = clocks.value[clocks.busy]
-        fifth = max(busy.size // 5, 1)
-        first, last = float(np.median(busy[:fifth])), float(np.median(busy[-fifth:]))
-        drop = (first - last) / first if first > 0 else None
+    drop, drop_gpus, busy_clocks, several = _clock_drop(sig.sm_clock_hz, sig.sm_clock_gpu)
     cap = power_cap(ctx)
     if share is None and drop is None and cap.why is not None:
         # no kind of evidence: "clear" would claim a check that was never made
@@ -174,8 +200,9 @@ def throttling(ctx: Context) -> Verdict:
             clock_why = "no SM clocks"
         elif busy_clocks < MIN_CLOCK_SAMPLES:
             clock_why = (
-                f"only {busy_clocks} busy SM-clock sample{'' if busy_clocks == 1 else 's'} "
-                f"({MIN_CLOCK_SAMPLES} needed to compare the first and last fifth of the busy time)"
+                f"only {busy_clocks} busy SM-clock sample{'' if busy_clocks == 1 else 's'}"
+                f"{' on any one GPU' if several else ''} ({MIN_CLOCK_SAMPLES} needed to compare "
+                "the first and last fifth of the busy time)"
             )
         else:
             clock_why = "an SM clock of 0 at the start of the busy time"
@@ -185,6 +212,7 @@ def throttling(ctx: Context) -> Verdict:
     evidence: Evidence = {
         "throttled_sample_share": rounded(share),
         "sm_clock_drop_fraction": rounded(drop),
+        "sm_clock_drop_gpus": ", ".join(drop_gpus) if drop_gpus else None,
         **cap.evidence(),
     }
     reasons_or_drop = (share or 0.0) >= THROTTLE_SHARE or (drop or 0.0) >= CLOCK_DROP
@@ -200,10 +228,12 @@ def throttling(ctx: Context) -> Verdict:
     )
     if cap.capped:
         summary, action = _power_capped_finding_words(cap)
+        summary = cap.gpu_words() + summary
         parts.append(summary)
     if reasons_or_drop:
+        fell = f"{', '.join(drop_gpus)}: " if drop_gpus else ""
         parts.append(
-            f"Power/thermal throttling in {share or 0:.0%} of samples; SM clock fell "
+            f"Power/thermal throttling in {share or 0:.0%} of samples; {fell}SM clock fell "
             f"{drop or 0:.0%} from the first to the last fifth of the busy time"
         )
     finding = Finding(name, "warning", "; ".join(parts), evidence, action)

@@ -9,6 +9,11 @@ full median period and counts like the others (a two-row log, idle then busy, re
 not 0 %). A lone sample holds until the end, or, with no end, for the median period of the
 field's other GPUs (1 s when there is none).
 
+GPU series concatenate the GPUs' series one after another (each GPU's in time order), so any
+figure that compares samples over time must be taken per GPU: `sm_clock_gpu` and
+`PowerClock.gpu` give each sample's GPU index (NO_GPU_INDEX where the source named none), for the
+throttling rule's clock-drop and power-cap checks (which judge each GPU on its own).
+
 `power_clock` pairs, sample by sample, the GPU readings that hold both a power and an SM clock
 (with the enforced power limit where the source reported one): the power-cap check of the
 throttling rule needs the clock of the very samples that sit at the power limit.
@@ -85,11 +90,13 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float | None:
 class PowerClock:
     """The GPU samples holding both a power reading and an SM clock, aligned: `clock_hz` is their
     SM-clock series (weights and busy marks as any series), `power_w[i]` and `limit_w[i]` belong
-    to its sample i; `limit_w` is the enforced power limit the sample recorded (NaN: none)."""
+    to its sample i; `limit_w` is the enforced power limit the sample recorded (NaN: none);
+    `gpu[i]` is its GPU index (NO_GPU_INDEX: the source named none)."""
 
     clock_hz: Series
     power_w: np.ndarray
     limit_w: np.ndarray
+    gpu: np.ndarray
 
 
 @dataclass
@@ -104,6 +111,7 @@ class Signals:
     gpu_util: Series | None = None
     mem_util: Series | None = None
     sm_clock_hz: Series | None = None
+    sm_clock_gpu: np.ndarray | None = None  # GPU index of each sm_clock_hz sample
     throttle: Series | None = None  # NVML throttle-reason bit masks (as floats)
     power_clock: PowerClock | None = None  # power and SM clock of the same samples
     pcie_bytes_per_s: Series | None = None  # tx + rx, per GPU
@@ -117,6 +125,7 @@ class Signals:
     notes: list[str] = field(default_factory=list)
 
 
+NO_GPU_INDEX = -1  # the GPU index of a sample whose source named no GPU
 LONE_SAMPLE_S = 1.0  # weight of a lone sample when neither an end nor a period is known
 
 
@@ -172,8 +181,11 @@ def _series(
     return Series(t, v, _weights(t, end_s, period_s), busy)
 
 
-def _field(run: Run, name: str, end_s: float | None, scale: float = 1.0) -> Series | None:
-    """One telemetry field over every GPU: weights per GPU, so each GPU counts for its time."""
+def _field_by_gpu(
+    run: Run, name: str, end_s: float | None, scale: float = 1.0
+) -> tuple[Series | None, np.ndarray]:
+    """One telemetry field over every GPU: weights per GPU, so each GPU counts for its time; with
+    the GPU index of each sample (NO_GPU_INDEX: none)."""
     by_gpu: dict[int | None, tuple[list[float], list[float]]] = {}
     for s in run.telemetry:
         value = getattr(s, name)
@@ -183,13 +195,24 @@ def _field(run: Run, name: str, end_s: float | None, scale: float = 1.0) -> Seri
         ts.append(s.t_s)
         vs.append(float(value) * scale)
     period = _median_period([ts for ts, _ in by_gpu.values()])
-    parts = [_series(run, ts, vs, end_s, period) for ts, vs in by_gpu.values()]
-    found = [p for p in parts if p is not None]
+    parts = [(index, _series(run, ts, vs, end_s, period)) for index, (ts, vs) in by_gpu.items()]
+    found = [(index, p) for index, p in parts if p is not None]
     if not found:
-        return None
-    return Series(
-        *(np.concatenate([getattr(p, k) for p in found]) for k in Series.__dataclass_fields__)
+        return None, np.zeros(0, dtype=int)
+    series = Series(
+        *(np.concatenate([getattr(p, k) for _, p in found]) for k in Series.__dataclass_fields__)
     )
+    gpus = np.concatenate([np.full(len(p), _index(i), dtype=int) for i, p in found])
+    return series, gpus
+
+
+def _index(gpu_index: int | None) -> int:
+    return NO_GPU_INDEX if gpu_index is None else gpu_index
+
+
+def _field(run: Run, name: str, end_s: float | None, scale: float = 1.0) -> Series | None:
+    """One telemetry field over every GPU: weights per GPU, so each GPU counts for its time."""
+    return _field_by_gpu(run, name, end_s, scale)[0]
 
 
 def _power_clock(run: Run, end_s: float | None) -> PowerClock | None:
@@ -207,17 +230,19 @@ def _power_clock(run: Run, end_s: float | None) -> PowerClock | None:
     clocks: list[Series] = []
     power: list[float] = []
     limit_w: list[float] = []
-    for rows in by_gpu.values():
+    gpus: list[int] = []
+    for index, rows in by_gpu.items():
         rows.sort(key=lambda row: row[0])  # _series keeps this order (stable sort by time)
         series = _series(run, [r[0] for r in rows], [r[1] for r in rows], end_s, period)
         assert series is not None
         clocks.append(series)
         power += [r[2] for r in rows]
         limit_w += [r[3] for r in rows]
+        gpus += [_index(index)] * len(rows)
     clock = Series(
         *(np.concatenate([getattr(c, k) for c in clocks]) for k in Series.__dataclass_fields__)
     )
-    return PowerClock(clock, np.asarray(power), np.asarray(limit_w))
+    return PowerClock(clock, np.asarray(power), np.asarray(limit_w), np.asarray(gpus, dtype=int))
 
 
 def _gpu_spec(config: dict[str, Any], notes: list[str]) -> GpuSpec | None:
@@ -258,7 +283,7 @@ def _gpu_from_telemetry(sig: Signals, run: Run, end: float | None) -> None:
     sig.power_w = _field(run, "power_w", end)
     sig.gpu_util = _field(run, "gpu_util", end)
     sig.mem_util = _field(run, "mem_util", end)
-    sig.sm_clock_hz = _field(run, "sm_clock_hz", end)
+    sig.sm_clock_hz, sig.sm_clock_gpu = _field_by_gpu(run, "sm_clock_hz", end)
     sig.throttle = _field(run, "throttle_reasons", end)
     sig.power_clock = _power_clock(run, end)
     tx, rx = _field(run, "pcie_tx_bytes_per_s", end), _field(run, "pcie_rx_bytes_per_s", end)

@@ -15,7 +15,8 @@ dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting
     DCGM_FI_DEV_SM_CLOCK, _MEM_CLOCK      MHz -> Hz
     DCGM_FI_DEV_GPU_TEMP                  °C
     DCGM_FI_PROF_PCIE_TX_BYTES, _RX_BYTES bytes/s
-    DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS      bit mask (DCGM >= 3.3's name; it wins over the next)
+    DCGM_FI_DEV_CLOCK_THROTTLE_REASONS    bit mask (the older name of the same field)
     DCGM_FI_DEV_ENFORCED_POWER_LIMIT      W   (the limit the driver enforces, all limiters
                                                taken into account; it wins over the next one)
     DCGM_FI_DEV_POWER_MGMT_LIMIT          W   (the power-management limit that is set)
@@ -135,7 +136,8 @@ GPU_METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("throttle_reasons", 1.0),  # DCGM >= 3.3
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttle_reasons", 1.0),  # its name before 3.3
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit_w", 1.0),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
     # tokenprobe's own exporter (exporter.py), already in SI units
@@ -153,7 +155,9 @@ GPU_METRICS: dict[str, tuple[str, float]] = {
     "tokenprobe_gpu_power_limit_watts": ("power_limit_w", 1.0),
 }
 # metrics whose value replaces one another metric gave the same field (in any line order)
-PREFERRED_METRICS = frozenset({"DCGM_FI_DEV_ENFORCED_POWER_LIMIT"})
+PREFERRED_METRICS = frozenset(
+    {"DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+)
 
 
 # labels dcgm-exporter puts on the series of one MIG GPU instance (not the whole GPU)
