@@ -117,6 +117,8 @@ MLENERGY_FIELDS = (
 # gpqa (one question + four choices, 300) keeps the first assumption: its KV-bound runs are
 # bound by their long reasoning outputs, which leave nothing to infer the prompt from.
 TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 1450}
+# Output lengths taken as exponential (coefficient of variation 1): natural chat and reasoning
+# lengths are right-skewed with a spread about their mean; the one published moment is the mean.
 OUTPUT_LENGTH_CV = 1.0
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, which ML.ENERGY's configs keep
 
