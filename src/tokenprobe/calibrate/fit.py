@@ -150,9 +150,10 @@ def summarize_by_metric(observations: Iterable[Observation]) -> dict[str, float]
 # popularity changes the expected distinct experts only in second order around σ = 0 (the mean
 # pick rate is fixed), so from 0 the gradient is zero and the fit never moves it; start σ = 0.5.
 INTERIOR_START_U = {"routing_skew": 0.25}
+START_FLOOR_U = 0.02  # the least a start sits above its lower bound (_to_z)
 
 
-def _to_z(value: float, lo: float, hi: float, floor_u: float = 0.02) -> float:
+def _to_z(value: float, lo: float, hi: float, floor_u: float = START_FLOOR_U) -> float:
     # a start on a bound begins inside it: at the bound itself the logistic is flat and the fit
     # could not move the parameter. 2 % above a lower bound (request_overhead_s 0 -> 4 ms), 10 %
     # below an upper one (quantized_moe 1.0 -> 0.92): the slope there, u(1 - u), must be large
@@ -185,7 +186,7 @@ class Objective:
         self.bounds = [BOUNDS[n] for n in names]
         self.z0 = np.array(
             [
-                _to_z(start.get(n), *b, INTERIOR_START_U.get(n, 0.02))
+                _to_z(start.get(n), *b, INTERIOR_START_U.get(n, START_FLOOR_U))
                 for n, b in zip(names, self.bounds, strict=True)
             ]
         )

@@ -202,7 +202,8 @@ def _steady_state(dep: Deployment, batch: float, isl: float, osl: float) -> dict
             dep,
             BatchShape(
                 prefill_tokens=prefill,
-                # exponential prompts: E[L²]/2 = isl² pairs per prompt, isl per prompt token
+                # causal pairs: exponential prompts give E[L²]/2 = isl² a prompt, so isl per
+                # prompt token; a prefill shorter than two prompts is taken as one (P²/2)
                 prefill_attn_pairs=prefill * min(isl, prefill / 2) if prefill else 0,
                 prefill_seqs=seqs if prefill else 0,
                 decode_seqs=round(batch),

@@ -41,10 +41,10 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   penalty) until calibrated: ML.ENERGY's vLLM 0.11 MoE runs grow faster with batch than the
   dense-rate roofline (gpt-oss-120b on 2 H100s: +60 us per added sequence measured, +34 us
   with the earlier vllm profile), while the dense models' slope is met within a few per cent.
-  The vllm profile fits 0.38, tensorrt-llm 0.91 (Argonne's Mixtral runs).
+  The vllm profile fits 0.40, tensorrt-llm 0.91 (Argonne's Mixtral runs).
 - `routing_skew` 0: how unevenly a MoE router spreads a batch's tokens over the experts, as the σ
   of a log-normal expert popularity (ops.expected_distinct_experts). At 0 routing is uniform and
-  8 tokens of Qwen3-30B-A3B (top-8 of 128) touch 50 distinct experts; real routers favour some
+  8 tokens of Qwen3-30B-A3B (top-8 of 128) touch 52 distinct experts; real routers favour some
   experts (popular experts take several times the mean load in a batch: e.g. Huang et al.,
   "Towards MoE Deployment", arXiv:2303.06182), so a small decode batch reads fewer expert
   weights than uniform routing says, while a large batch still reads them all. 0 until

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, cast
 
 import numpy as np
@@ -178,8 +179,6 @@ def expected_distinct_experts(
 @functools.lru_cache(maxsize=1024)
 def _skewed_pick_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
     """Per-token pick probability of each expert under log-normal popularity (see above)."""
-    from statistics import NormalDist
-
     z = np.array([NormalDist().inv_cdf((e + 0.5) / num_experts) for e in range(num_experts)])
     w = np.exp(skew * z)
     p: np.ndarray = np.minimum(1.0, k * w / w.mean() / num_experts)

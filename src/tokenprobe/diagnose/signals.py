@@ -60,11 +60,6 @@ class Series:
             return None
         return float(np.average(self.value[mask], weights=weights))
 
-    def median(self, busy_only: bool = False) -> float | None:
-        """Time-weighted median (the lower one, at half the weight); None without weight."""
-        mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
-        return weighted_median(self.value[mask], self.dt_s[mask])
-
     def share(self, predicate: np.ndarray, busy_only: bool = False) -> float | None:
         """Time share (0..1) of the samples where `predicate` holds."""
         mask = self.busy if busy_only else np.ones(self.t_s.size, dtype=bool)
@@ -199,11 +194,16 @@ def _field_by_gpu(
     found = [(index, p) for index, p in parts if p is not None]
     if not found:
         return None, np.zeros(0, dtype=int)
-    series = Series(
-        *(np.concatenate([getattr(p, k) for _, p in found]) for k in Series.__dataclass_fields__)
-    )
+    series = _concatenate([p for _, p in found])
     gpus = np.concatenate([np.full(len(p), _index(i), dtype=int) for i, p in found])
     return series, gpus
+
+
+def _concatenate(parts: list[Series]) -> Series:
+    """Several GPUs' series one after another (module docstring: compare over time per GPU)."""
+    return Series(
+        *(np.concatenate([getattr(p, k) for p in parts]) for k in Series.__dataclass_fields__)
+    )
 
 
 def _index(gpu_index: int | None) -> int:
@@ -239,9 +239,7 @@ def _power_clock(run: Run, end_s: float | None) -> PowerClock | None:
         power += [r[2] for r in rows]
         limit_w += [r[3] for r in rows]
         gpus += [_index(index)] * len(rows)
-    clock = Series(
-        *(np.concatenate([getattr(c, k) for c in clocks]) for k in Series.__dataclass_fields__)
-    )
+    clock = _concatenate(clocks)
     return PowerClock(clock, np.asarray(power), np.asarray(limit_w), np.asarray(gpus, dtype=int))
 
 
@@ -328,7 +326,8 @@ def signals_of(run: Run) -> Signals:
     """Pull the rules' inputs out of `run` (see the module docstring)."""
     end = end_of(run)
     notes: list[str] = []
-    sig = Signals(window_of(run), _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
+    window = end if end is not None else 0.0
+    sig = Signals(window, _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
     if run.telemetry:
         sig.gpu_source = "telemetry"
         _gpu_from_telemetry(sig, run, end)
