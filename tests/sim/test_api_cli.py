@@ -107,3 +107,23 @@ def test_a_profile_adds_its_front_end_latency_to_ttft(tmp_path: Path) -> None:
     slow = json.loads(cli.output)
     assert slow["ttft_s"]["p50"] == pytest.approx(base["ttft_s"]["p50"] + 0.05, rel=1e-6)
     assert slow["tpot_s"]["p50"] == pytest.approx(base["tpot_s"]["p50"], rel=1e-6)
+
+
+def test_cli_capacity_policy_stops_preemption() -> None:
+    # 8k-token prompts with 1k outputs overfill a 0.3-utilisation KV cache: on-demand blocks
+    # preempt, TensorRT-LLM's guaranteed-no-evict admits fewer and never preempts
+    flags = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "8000"]
+    flags += ["--output-tokens", "1000", "--offline", "--num-requests", "60", "--json"]
+    flags += ["--gpu-memory-utilization", "0.3"]
+    runs = {}
+    for policy in ("max_utilization", "guaranteed_no_evict"):
+        cli = runner.invoke(app, ["simulate", *flags, "--capacity-policy", policy])
+        assert cli.exit_code == 0, cli.output
+        runs[policy] = json.loads(cli.output)
+    assert runs["max_utilization"]["preemptions"] > 0
+    assert runs["guaranteed_no_evict"]["preemptions"] == 0
+    assert (
+        runs["guaranteed_no_evict"]["config"]["scheduler"]["capacity_policy"]
+        == "guaranteed_no_evict"
+    )
+    assert all(r["completed"] == 60 for r in runs.values())

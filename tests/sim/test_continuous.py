@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tokenprobe.errors import ConfigError
 from tokenprobe.sim import SchedulerConfig, run_workload
 from tokenprobe.sim.engine import StepFn
 from tokenprobe.sim.kv import BlockPool
@@ -91,6 +92,43 @@ def test_preemption_by_recompute_when_blocks_run_out() -> None:
     # the newest admitted (request "1") is the one preempted
     assert result.records[1].extra["preemptions"] >= 1
     assert result.records[0].extra["preemptions"] == 0
+
+
+def test_guaranteed_no_evict_waits_instead_of_preempting() -> None:
+    # the same two requests (16 + 40 tokens: 55 KV slots = 4 blocks each) on 4 blocks: the
+    # TensorRT-LLM policy admits the second only when the first has freed its whole reservation
+    config = SchedulerConfig(
+        max_num_seqs=8, max_num_batched_tokens=512, capacity_policy="guaranteed_no_evict"
+    )
+    result = _run(_fixed(2, 16, 40), capacity_blocks=4, config=config)
+    assert result.preemptions == 0
+    first, second = result.records
+    assert first.ok and second.ok and second.output_tokens == 40
+    # unit steps: request 0 prefills at step 0 and decodes 39 steps (finish 40 s); request 1
+    # is admitted at step 40 and finishes 40 steps later
+    assert first.finish_s == 40.0
+    assert second.first_token_s == 41.0 and second.finish_s == 80.0
+    assert result.pool.peak_used_blocks == 4 and result.pool.used_blocks == 0
+
+
+def test_guaranteed_no_evict_runs_as_many_as_whole_lengths_fit() -> None:
+    # 10 requests of 32 + 32 (63 slots = 4 blocks); 13 blocks hold 3 whole requests at once,
+    # where on-demand allocation starts more (2 blocks each) and then has to preempt
+    workload = _fixed(10, 32, 32)
+    gne = SchedulerConfig(
+        max_num_seqs=8, max_num_batched_tokens=512, capacity_policy="guaranteed_no_evict"
+    )
+    reserved = _run(workload, capacity_blocks=13, config=gne)
+    on_demand = _run(workload, capacity_blocks=13)
+    assert reserved.preemptions == 0 and on_demand.preemptions > 0
+    assert max(row[1] for row in reserved.engine.timeline.rows) == 3
+    assert all(r.ok and r.output_tokens == 32 for r in reserved.records)
+    assert reserved.pool.used_blocks == 0
+
+
+def test_unknown_capacity_policy_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"capacity_policy.*guaranteed_no_evict"):
+        SchedulerConfig(capacity_policy="fifo")
 
 
 def test_prefix_caching_skips_the_shared_prefix() -> None:

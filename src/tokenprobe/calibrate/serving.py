@@ -28,7 +28,8 @@ found in the row's notes (the serving command):
   at TP 1/2/4/8 (sglang/srt/server_args.py); running requests bounded by the KV pool (capped
   here at 4096). Flags: --chunked-prefill-size, --mem-fraction-static, --max-running-requests.
 - TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens 8192, KV fraction 0.9 of free
-  memory. Flags: --max_batch_size, --max_num_tokens.
+  memory, the guaranteed-no-evict capacity policy (KV for a request's whole length at
+  admission). Flags: --max_batch_size, --max_num_tokens.
 The KV cache is 16-bit unless the command passes --kv-cache-dtype fp8 (vLLM's and SGLang's
 "auto" is the model's activation dtype, also for FP8 checkpoints). MoE rows with ep > 1 spread
 experts over the TP GPUs with tensor-parallel attention; SGLang data-parallel attention rows
@@ -58,7 +59,7 @@ from tokenprobe.calibrate.observations import (
 )
 from tokenprobe.cost import Deployment
 from tokenprobe.sim import simulate
-from tokenprobe.sim.base import SchedulerConfig, vllm_defaults
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, MAX_UTILIZATION, SchedulerConfig, vllm_defaults
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
@@ -97,6 +98,7 @@ def _flag(notes: str, *names: str) -> float | None:
 
 def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
     """The engine's default scheduler on this GPU, with the command's overrides (docstring)."""
+    policy = MAX_UTILIZATION
     if engine == "sglang":
         seqs = _flag(notes, "--max-running-requests") or SGLANG_MAX_RUNNING
         tokens = _flag(notes, "--chunked-prefill-size") or SGLANG_CHUNKED_PREFILL_TOKENS
@@ -105,6 +107,7 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
         seqs = _flag(notes, "--max_batch_size", "--max-batch-size") or TRTLLM_MAX_BATCH_SIZE
         tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or TRTLLM_MAX_NUM_TOKENS
         util = TRTLLM_KV_FRACTION
+        policy = GUARANTEED_NO_EVICT  # trtllm-serve's default CapacitySchedulerPolicy
     else:
         base = vllm_defaults(dep.gpu)
         seqs = _flag(notes, "--max-num-seqs") or base.max_num_seqs
@@ -112,7 +115,10 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
         util = _flag(notes, "--gpu-memory-utilization") or base.gpu_memory_utilization
     seqs, tokens = int(seqs), int(tokens)
     return SchedulerConfig(
-        max_num_seqs=seqs, max_num_batched_tokens=max(tokens, seqs), gpu_memory_utilization=util
+        max_num_seqs=seqs,
+        max_num_batched_tokens=max(tokens, seqs),
+        gpu_memory_utilization=util,
+        capacity_policy=policy,
     )
 
 

@@ -39,7 +39,9 @@ Mappings and assumptions (stated, not fitted):
   in-flight batching, at most `SIM_MAX_REQUESTS` requests (the throughput of a long offline run
   is its steady state; the doc's 1000-30000 only lengthen it), KV memory fraction 0.95 (the doc's
   `kv_cache_free_gpu_mem_fraction`), up to 2048 sequences and 8192 tokens per step (trtllm-bench
-  0.14 defaults as we read them; stated, not fitted). Output tokens/s summed over GPUs.
+  0.14 defaults as we read them; stated, not fitted), admitting a request only when KV for its
+  whole length is free (the doc's sample output: "Scheduling Policy: Guaranteed No Evict").
+  Output tokens/s summed over GPUs.
 
 Engine names and eras: observations.engine_name.
 """
@@ -77,7 +79,7 @@ from tokenprobe.cost import (
 from tokenprobe.cost.memory import max_context_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
 from tokenprobe.units import MILLI
 
 TRT_MODELS = {
@@ -96,6 +98,7 @@ TRT_BENCH_SCHEDULER = SchedulerConfig(
     max_num_seqs=TRTLLM_MAX_BATCH_SIZE,
     max_num_batched_tokens=TRTLLM_MAX_NUM_TOKENS,
     gpu_memory_utilization=0.95,  # the perf-overview doc's kv_cache_free_gpu_mem_fraction
+    capacity_policy=GUARANTEED_NO_EVICT,  # doc's run: "Scheduling Policy: Guaranteed No Evict"
 )
 MLENERGY_FIELDS = (
     ("itl_median", "itl_ms_median", MILLI),
@@ -270,7 +273,7 @@ def _argonne(row: Mapping[str, str]) -> Iterator[Row]:
         measured = measured_fields(row, fields)
     if not measured:
         raise SkipRowError("no metric")
-    label = f"{row['engine']} {row['model']} {row['gpu'][:5]} tp{row['tp']} B{batch} L{isl}"
+    label = f"{row['engine']} {row['model']} {dep.gpu.name} tp{row['tp']} B{batch} L{isl}"
     yield Row(
         source,
         run_key(source, engine, model, dep),
@@ -299,7 +302,7 @@ def _trt09(row: Mapping[str, str]) -> Iterator[Row]:
     if not measured:
         raise SkipRowError("no metric")
     source = "trtllm_v0.9"
-    label = f"{row['model']} {row['gpu'][:5]} tp{row['tp']} B{batch} {isl}/{osl}"
+    label = f"{row['model']} {dep.gpu.name} tp{row['tp']} B{batch} {isl}/{osl}"
     yield Row(
         source,
         run_key(source, "tensorrt-llm", model, dep),
@@ -392,7 +395,7 @@ def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
     predict = functools.partial(
         _max_throughput, isl=isl, osl=osl, requests=int_field(row, "num_requests", SIM_MAX_REQUESTS)
     )
-    label = f"{row['model']} {row['gpu'][:5]} {row['weight_precision']} tp{row['tp']} {isl}/{osl}"
+    label = f"{row['model']} {dep.gpu.name} {row['weight_precision']} tp{row['tp']} {isl}/{osl}"
     key = run_key(source, "tensorrt-llm", model, dep)
     yield Row(source, key, "tensorrt-llm", label, dep, {"output_throughput": tput}, predict, True)
 

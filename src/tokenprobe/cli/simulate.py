@@ -36,6 +36,7 @@ class ServerFlags:
     prefix_caching: bool = False
     block_size: int | None = None
     gpu_memory_utilization: float | None = None
+    capacity_policy: str | None = None
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
         base = base or SchedulerConfig()
@@ -46,6 +47,7 @@ class ServerFlags:
             block_size=self.block_size or base.block_size,
             prefix_caching=base.prefix_caching or self.prefix_caching,
             gpu_memory_utilization=self.gpu_memory_utilization or base.gpu_memory_utilization,
+            capacity_policy=self.capacity_policy or base.capacity_policy,
         )
 
 
@@ -79,6 +81,13 @@ def simulate_cmd(
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching")] = False,
     block_size: Annotated[int | None, typer.Option(help="KV block tokens (16)")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="0.9")] = None,
+    capacity_policy: Annotated[
+        str | None,
+        typer.Option(
+            help="max_utilization (vLLM: KV as tokens arrive, preempt when short) | "
+            "guaranteed_no_evict (TensorRT-LLM: KV for the whole request at admission)"
+        ),
+    ] = None,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
     slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
     profile: Annotated[str | None, typer.Option(help=PROFILE_HELP)] = None,
@@ -93,6 +102,7 @@ def simulate_cmd(
         prefix_caching,
         block_size,
         gpu_memory_utilization,
+        capacity_policy,
     )
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))

@@ -18,6 +18,10 @@ from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 from tokenprobe.units import GiB
 
+MAX_UTILIZATION = "max_utilization"
+GUARANTEED_NO_EVICT = "guaranteed_no_evict"
+CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
+
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
@@ -31,6 +35,12 @@ class SchedulerConfig:
     block_size: KV tokens per block (16). prefix_caching: reuse shared prompt-prefix blocks.
     gpu_memory_utilization: fraction of GPU memory vLLM may use (0.9); the KV capacity is what is
         left of it after weights and activations (from the cost model's memory model).
+    capacity_policy: how KV blocks are promised to a request. "max_utilization" (vLLM; also
+        TensorRT-LLM's MAX_UTILIZATION): blocks as tokens arrive, and a request that finds none
+        preempts the newest. "guaranteed_no_evict" (TensorRT-LLM's default
+        CapacitySchedulerPolicy, which trtllm-bench and trtllm-serve run): a request is admitted
+        only when blocks for its whole length (prompt + output) are free, and it holds them to
+        the end, so nothing is ever preempted and fewer requests run at once.
     """
 
     max_num_seqs: int = 256
@@ -39,6 +49,7 @@ class SchedulerConfig:
     block_size: int = 16
     prefix_caching: bool = False
     gpu_memory_utilization: float = 0.9
+    capacity_policy: str = MAX_UTILIZATION
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -53,6 +64,10 @@ class SchedulerConfig:
             )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError("gpu_memory_utilization", self.gpu_memory_utilization, "in (0, 1]")
+        if self.capacity_policy not in CAPACITY_POLICIES:
+            raise ConfigError(
+                "capacity_policy", self.capacity_policy, f"one of {', '.join(CAPACITY_POLICIES)}"
+            )
 
 
 # vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB

@@ -16,6 +16,11 @@ s with prompt P (tokens in KV) has P + (t - s) tokens in KV before step t, so
 - it needs a new block at step t iff (P + t - s) % block_size == 0, i.e. t = s - P (mod block):
   a count per residue class gives the blocks a step needs in O(1);
 - it finishes at step s + remaining - 1: a heap keyed by that step.
+With `capacity_policy="guaranteed_no_evict"` (TensorRT-LLM's GuaranteedNoEvictScheduler,
+cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp) a request is admitted only if blocks for its
+whole length (prompt + output - 1 tokens) are free, and it takes them all at admission: prompt
+chunks and decode tokens then never allocate, so nothing is preempted.
+
 The one simplification against vLLM: a step's new decode blocks are taken before the chunks of
 partly prefilled requests, which vLLM interleaves by admission order (the latter are nearly always
 the newest admissions, so the order is the same in practice).
@@ -26,7 +31,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from tokenprobe.sim.base import SchedulerConfig, StepPlan, never_fits_reason
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, StepPlan, never_fits_reason
 from tokenprobe.sim.kv import BlockPool, blocks_for
 from tokenprobe.sim.state import Ledger, Seq
 
@@ -48,6 +53,8 @@ class ContinuousScheduler:
         self._finish_heap: list[tuple[int, int, int]] = []  # (finish step, idx, version)
         self._chunks: list[tuple[Seq, int]] = []  # this step's prefill chunks
         self._decode_allocated = False
+        # blocks for a request's whole length at admission (TensorRT-LLM guaranteed-no-evict)
+        self._reserve = config.capacity_policy == GUARANTEED_NO_EVICT
 
     @property
     def num_waiting(self) -> int:
@@ -131,6 +138,8 @@ class ContinuousScheduler:
 
     def _reserve_chunk(self, seq: Seq, n: int, step: int) -> bool:
         """Blocks for `n` more prompt tokens of a running seq, preempting the newest if needed."""
+        if self._reserve:
+            return True  # taken at admission
         need = blocks_for(seq.computed + n, self.pool.block_size) - seq.shared_blocks
         need -= seq.own_blocks
         while need > self.pool.free_blocks:
@@ -159,7 +168,8 @@ class ContinuousScheduler:
                 self._undo_prefix(spec.prefix_group, shared)
                 break
             n = min(n, budget)
-            need = blocks_for(cached_tokens + n, pool.block_size) - shared
+            held = seq.input_tokens + seq.output_tokens - 1 if self._reserve else cached_tokens + n
+            need = blocks_for(held, pool.block_size) - shared
             if need > pool.free_blocks:
                 self._undo_prefix(spec.prefix_group, shared)
                 break
@@ -222,7 +232,8 @@ class ContinuousScheduler:
     def _stop_decoding(self, seq: Seq) -> None:
         self._n_dec -= 1
         self._ctx_offset -= seq.target - seq.dec_start
-        self._phase[(seq.dec_start - seq.target) % len(self._phase)] -= 1
+        if not self._reserve:
+            self._phase[(seq.dec_start - seq.target) % len(self._phase)] -= 1
         seq.dec_start = -1
         seq.version += 1  # its finish-heap entry is now stale
 
@@ -263,7 +274,8 @@ class ContinuousScheduler:
         seq.dec_start = step + 1
         self._n_dec += 1
         self._ctx_offset += seq.target - seq.dec_start
-        self._phase[(seq.dec_start - seq.target) % len(self._phase)] += 1
+        if not self._reserve:  # reserved requests need no block as they decode
+            self._phase[(seq.dec_start - seq.target) % len(self._phase)] += 1
         last = seq.dec_start + (seq.output_tokens - seq.generated) - 1
         heapq.heappush(self._finish_heap, (last, seq.idx, seq.version))
 
@@ -286,7 +298,10 @@ class ContinuousScheduler:
         seq.finish_s = end_s
 
     def _release(self, seq: Seq, total_blocks: int) -> None:
+        """Free what `seq` holds: `total_blocks` of KV written, or its reservation if larger."""
         del self.running[seq.idx]
+        if self._reserve:
+            total_blocks = max(total_blocks, seq.own_blocks + seq.shared_blocks)
         self.pool.free(total_blocks - seq.shared_blocks)
         if seq.shared_blocks:
             self.pool.release_prefix(seq.spec.prefix_group)
