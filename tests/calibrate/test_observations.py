@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tokenprobe.calibrate import engine_name, load_csv, load_rows, observe
+from tokenprobe.calibrate.sources import TRT_BENCH_SCHEDULER
 from tokenprobe.errors import SchemaError
+from tokenprobe.sim import simulate
 
 ARGONNE = {
     "source_id": "argonne_llm_inference_bench_all_results",
@@ -165,3 +168,40 @@ def test_inflight_context_is_length_biased_and_bounded_by_the_kv_cache() -> None
     from tokenprobe.cost import kv_capacity_tokens
 
     assert cap > 1.5 * kv_capacity_tokens(gpt, 0.9) / 2047
+
+
+TRT014 = {
+    "source_id": "trtllm_v0.14_perf_overview_throughput",
+    "engine": "TensorRT-LLM",
+    "engine_version": "0.14.0",
+    "model": "LLaMA v3.1 8B",
+    "gpu": "A100-PCIE-80GB",
+    "tp": "1",
+    "weight_precision": "FP16",
+    "kv_cache_precision": "FP16",
+    "isl": "20000",
+    "osl": "2000",
+    "num_requests": "200",
+    "output_tok_s": "300.0",
+}
+
+
+def test_a_trtllm_bench_row_is_simulated_with_no_evict_admission_and_its_request_count() -> None:
+    (row,) = load_rows([TRT014]).rows
+    assert row.simulated and row.engine == "tensorrt-llm"
+    assert row.deployment.gpu.name == "a100-pcie-80gb" and "a100-pcie-80gb" in row.label
+    (obs,) = observe([row])
+    config = replace(TRT_BENCH_SCHEDULER, capacity_policy="max_utilization")
+    thrashing = simulate(
+        deployment=row.deployment,
+        input_tokens=20000,
+        output_tokens=2000,
+        offline=True,
+        num_requests=200,
+        config=config,
+        trace_requests=0,
+    )
+    # on-demand KV admits more 20k-token prompts than fit to the end, then preempts and
+    # recomputes them; trtllm-bench's guaranteed-no-evict never does
+    assert thrashing.preemptions > 0
+    assert obs.predicted > 1.2 * thrashing.summary()["output_tokens_per_s"]
