@@ -55,6 +55,16 @@ def pcie_lane_bytes_per_s(gen: int) -> float:
     return _PCIE_GT_PER_S[gen] * GIGA * _PCIE_ENCODING[gen] / BITS_PER_BYTE
 
 
+# Collectives (all-reduce, all-to-all) between GPUs that only share PCIe go through PCIe
+# switches and the CPU root complexes, so they reach a smaller share of the link than over
+# NVLink: "on PCI systems, the performance you get is usually determined by the bandwidth your
+# CPU and memory can deliver" (NCCL maintainer, NVIDIA/nccl#1639). 8x A100 SXM4 (NVLink3,
+# 300 GB/s a direction) against A100 PCIe (PCIe 4, 31.5 GB/s): nominally 9.5x apart, measured
+# 14-15x (UCL ARC, doi:10.5281/zenodo.20560283), so PCIe keeps 9.5 / 14.5 ≈ 0.66 of the share
+# NVLink reaches. Point-to-point copies are not affected (P2P writes reach ~89 % of PCIe 5).
+PCIE_COLLECTIVE_FACTOR = 0.66
+
+
 @dataclass(frozen=True, slots=True)
 class LinkSpec:
     """GPU-to-GPU link of one GPU: `bytes_per_s` one direction, all links together."""
@@ -62,6 +72,11 @@ class LinkSpec:
     kind: str
     bytes_per_s: float
     latency_s: float
+
+    @property
+    def collective_factor(self) -> float:
+        """Share of the engine's link efficiency a collective keeps on this kind of link."""
+        return PCIE_COLLECTIVE_FACTOR if self.kind.startswith("pcie") else 1.0
 
     @property
     def bidirectional_bytes_per_s(self) -> float:

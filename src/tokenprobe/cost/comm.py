@@ -2,8 +2,9 @@
 
 - Ring all-reduce of S bytes over n GPUs moves 2(n−1)/n·S bytes through each GPU's link
   (Patarasuk & Yuan 2009; the "bus bandwidth" of nccl-tests, PERFORMANCE.md):
-      t = α + 2(n−1)/n · S / (B_link · η_link)
-  with α the link's per-message latency and B_link its per-direction bandwidth.
+      t = α + 2(n−1)/n · S / (B_link · η_link · f_kind)
+  with α the link's per-message latency, B_link its per-direction bandwidth and f_kind the share
+  a collective keeps on that kind of link (1 on NVLink, 0.66 on PCIe: LinkSpec.collective_factor).
 - Point-to-point send (pipeline stages): t = α + S / (B_link · η_link).
 - A plain bulk transfer, as the seeds compute it: t = S / B (seed 004: 20 GB over PCIe's
   128 GB/s ≈ 156 ms, over NVLink's 900 GB/s ≈ 22 ms, both bidirectional headline figures).
@@ -27,7 +28,8 @@ def allreduce_time_s(dep: Deployment, n_bytes: float, n_gpus: int | None = None)
         return 0.0
     link = dep.gpu.link
     bus_bytes = 2 * (n - 1) / n * n_bytes
-    return link.latency_s + bus_bytes / (link.bytes_per_s * dep.efficiency.link)
+    rate = link.bytes_per_s * dep.efficiency.link * link.collective_factor
+    return link.latency_s + bus_bytes / rate
 
 
 def send_time_s(dep: Deployment, n_bytes: float) -> float:
@@ -41,4 +43,4 @@ def alltoall_time_s(dep: Deployment, n_bytes: Any) -> Any:
     link's achievable rate."""
     link, eff = dep.gpu.link, dep.efficiency
     fixed = link.latency_s + eff.alltoall_extra_latency_s
-    return fixed + n_bytes / (link.bytes_per_s * eff.link)
+    return fixed + n_bytes / (link.bytes_per_s * eff.link * link.collective_factor)
