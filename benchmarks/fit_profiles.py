@@ -2,9 +2,11 @@
 
 One profile per engine and era the data separates (see calibrate/observations.py):
 - `tensorrt-llm`: fitted on Argonne's TensorRT-LLM 0.11/0.12 static batches (all_results, ttft,
-  power); held out: the TensorRT-LLM v0.9 perf-overview tables (another version, FP8 on
-  H100/H200, another benchmark tool), the v0.14 max-throughput tables (in-flight batching, run
-  through the simulator), Argonne's parallelism and quantization tables.
+  power) and the v0.14 max-throughput tables on H100 and A100 (in-flight batching of up to
+  thousands of sequences, run through the simulator; Argonne's batches stop at 64, which left
+  the profile blind to large batches); held out: v0.14 on H200 and L40S, the TensorRT-LLM v0.9
+  perf-overview tables (another version, FP8 on H100/H200, another benchmark tool), GPUStack's
+  TensorRT-LLM 1.x runs, Argonne's parallelism and quantization tables.
 - `vllm-2024`: vLLM 0.5/0.6 as Argonne ran it (all_results, ttft, power); held out: Argonne's
   quantization table (FP8 weights/KV).
 - `vllm`: vLLM >= 0.10: ML.ENERGY v3 steady state (vLLM 0.11.1) and GPUStack's `vllm bench
@@ -48,12 +50,13 @@ PROFILES = {
     "tensorrt-llm": {
         "holdout": [
             "trtllm_v0.9",
-            "trtllm_v0.14",
+            "trtllm_v0.14/*/h200/*",
+            "trtllm_v0.14/*/l40s/*",
             "argonne_parallelism",
             "argonne_quant",
             "gpustack_tensorrt-llm",
         ],
-        "version": "0.11-0.12 (Argonne); held out: 0.9",
+        "version": "0.11-0.12 (Argonne), 0.14 (H100, A100); held out: 0.9, 0.14 H200/L40S, 1.x",
     },
     "vllm-2024": {"holdout": ["argonne_quant"], "version": "0.5-0.6 (2024)"},
     "vllm": {"holdout": [], "version": "0.10-0.13"},
