@@ -53,6 +53,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "link": (0.2, 1.0),
     "kernel_overhead_s": (0.0, 40 * MICRO),
     "step_overhead_s": (0.0, 30 * MILLI),
+    "seq_overhead_s": (0.0, 200 * MICRO),
     "request_overhead_s": (0.0, 200 * MILLI),
     "power.compute_activity": (0.02, 2.0),
     "power.memory_activity": (0.02, 2.0),

@@ -70,6 +70,14 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   counts its kernels (ops.py), so this is the per-layer launch/overhead floor.
 - `step_overhead_s` 0.5 ms: per engine step CPU work not hidden behind the GPU (scheduling,
   sampling, detokenizing a batch, Python), vLLM v1 scale; TensorRT-LLM is lower.
+- `seq_overhead_s` 0 by default: the part of that host work that grows with the sequences in
+  the step (input tensors and sampling metadata built per sequence, its new token sampled,
+  detokenized and appended), not hidden behind the GPU. vLLM 0.5 spent most of a decode step on
+  such CPU work at high batch, which v0.6 cut by overlapping it ("vLLM v0.6.0: 2.7x Throughput
+  Improvement", vLLM blog, Sep 2024). Left at 0 in the defaults (no engine-neutral figure);
+  the profiles fit it: Argonne's static batches slow down with batch more than the GPU work
+  does (without it the vllm-2024 profile put vLLM 0.5 at batch 64 27 % too fast, at batch 1
+  5 % too slow).
 """
 
 from __future__ import annotations
@@ -98,6 +106,7 @@ class Efficiency:
     request_overhead_s: float = 0.0
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
+    seq_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -240,7 +240,9 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
         busy_m += n * tm
         flop += n * op_flop
         nbytes += n * op_bytes
-    pp, step_overhead_s = dep.pp, dep.efficiency.step_overhead_s
+    pp, eff = dep.pp, dep.efficiency
+    # host work once per step, the per-sequence part for every sequence that is stepped
+    step_overhead_s = eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
     # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
     comm_s = comm_time_s(dep, shape)
     time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s

@@ -56,7 +56,8 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
         tm = nbytes / special.get(name, byte_rate)
         tc = np.asarray(flop) / (flop_rate * fscale.get(name, 1.0))
         stage += n * (kernels * alpha + np.maximum(tc, tm))
-    total = stage * dep.pp + comm_time_s(dep, shape) + dep.efficiency.step_overhead_s
+    host_s = dep.efficiency.step_overhead_s + dep.efficiency.seq_overhead_s * b
+    total = stage * dep.pp + comm_time_s(dep, shape) + host_s
     return np.asarray(total, dtype=np.float64)
 
 
