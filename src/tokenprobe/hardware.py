@@ -61,7 +61,8 @@ def pcie_lane_bytes_per_s(gen: int) -> float:
 # CPU and memory can deliver" (NCCL maintainer, NVIDIA/nccl#1639). 8x A100 SXM4 (NVLink3,
 # 300 GB/s a direction) against A100 PCIe (PCIe 4, 31.5 GB/s): nominally 9.5x apart, measured
 # 14-15x (UCL ARC, doi:10.5281/zenodo.20560283), so PCIe keeps 9.5 / 14.5 ≈ 0.66 of the share
-# NVLink reaches. Point-to-point copies are not affected (P2P writes reach ~89 % of PCIe 5).
+# NVLink reaches. Point-to-point copies are not affected (P2P writes reach ~89 % of PCIe 5 on
+# 8-GPU RTX PRO 6000 servers: github.com/voipmonitor/rtx6kpro, hardware/pcie-bandwidth.md).
 PCIE_COLLECTIVE_FACTOR = 0.66
 
 

@@ -42,8 +42,7 @@ Mappings and assumptions (stated, not fitted):
   fraction 0.95 (the doc's `kv_cache_free_gpu_mem_fraction`), up to 2048 sequences and 8192
   tokens per step (trtllm-bench 0.14 defaults as we read them; stated, not fitted), admitting a
   request only when KV for its whole length is free (the doc's sample output: "Scheduling
-  Policy: Guaranteed No Evict").
-  Output tokens/s summed over GPUs.
+  Policy: Guaranteed No Evict"). Output tokens/s summed over GPUs.
 
 Engine names and eras: observations.engine_name.
 """
@@ -95,7 +94,8 @@ TRT_MODELS = {
     "LLaMA v3.1 70B": "llama-3.1-70b",
     "LLaMA v3.1 405B": "llama-3.1-405b",
 }
-SIM_MAX_REQUESTS = 30000  # the doc's largest count; a row without one runs 1000
+SIM_MAX_REQUESTS = 30000  # the doc's largest request count
+TRT_DEFAULT_REQUESTS = 1000  # a v0.14 row that states no count (the doc's smallest)
 TRT_BENCH_SCHEDULER = SchedulerConfig(
     max_num_seqs=TRTLLM_MAX_BATCH_SIZE,
     max_num_batched_tokens=TRTLLM_MAX_NUM_TOKENS,
@@ -394,9 +394,8 @@ def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
     if not tput:
         raise SkipRowError("no output_tok_s")
     source = "trtllm_v0.14"
-    predict = functools.partial(
-        _max_throughput, isl=isl, osl=osl, requests=int_field(row, "num_requests", 1000)
-    )
+    requests = int_field(row, "num_requests", TRT_DEFAULT_REQUESTS)
+    predict = functools.partial(_max_throughput, isl=isl, osl=osl, requests=requests)
     label = f"{row['model']} {dep.gpu.name} {row['weight_precision']} tp{row['tp']} {isl}/{osl}"
     key = run_key(source, "tensorrt-llm", model, dep)
     yield Row(source, key, "tensorrt-llm", label, dep, {"output_throughput": tput}, predict, True)
