@@ -125,7 +125,8 @@ TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 1450}
 # Output lengths taken as exponential (coefficient of variation 1): natural chat and reasoning
 # lengths are right-skewed with a spread about their mean; the one published moment is the mean.
 OUTPUT_LENGTH_CV = 1.0
-VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, which ML.ENERGY's configs keep
+# vLLM's default, which ML.ENERGY's configs keep (the simulator's SchedulerConfig default)
+VLLM_GPU_MEMORY_UTILIZATION = SchedulerConfig().gpu_memory_utilization
 
 # ------------------------------------------------------------------------------ predictors
 

@@ -166,6 +166,9 @@ def kv_capacity_tokens(
     return memory_report(dep, 1, b).kv_capacity_tokens
 
 
+MAX_SEARCH_CONTEXT_TOKENS = 2**30  # bisection ceiling, far above any model's context window
+
+
 def max_context_tokens(dep: Deployment, batch: float, gpu_memory_utilization: float = 0.9) -> float:
     """Largest context per sequence at which `batch` sequences share the KV cache (KV-bound
     batches). Windowed layers (sliding or chunked attention) hold at most their window, so this
@@ -176,7 +179,7 @@ def max_context_tokens(dep: Deployment, batch: float, gpu_memory_utilization: fl
     if kv_bytes_per_request_per_gpu(dep, 1, 1) > free:
         return 0.0
     lo, hi = 1, 1
-    while kv_bytes_per_request_per_gpu(dep, hi, 1) <= free and hi < 1 << 30:
+    while kv_bytes_per_request_per_gpu(dep, hi, 1) <= free and hi < MAX_SEARCH_CONTEXT_TOKENS:
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -108,6 +108,13 @@ def rates(dep: Deployment, rows: Any) -> tuple[Any, float]:
     return dep.peak_flop_per_s * eta_c, dep.gpu.hbm_bytes_per_s * eff.memory
 
 
+def host_time_s(dep: Deployment, shape: BatchShape) -> Any:
+    """Host work the GPU does not hide: once per step, plus per sequence stepped (sampling,
+    input rows, detokenization; `Efficiency.seq_overhead_s`). Numbers or arrays (sweep.py)."""
+    eff = dep.efficiency
+    return eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
+
+
 def special_byte_rates(dep: Deployment) -> dict[str, float]:
     """Achievable HBM bytes/s of the operators with an efficiency of their own."""
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
@@ -240,9 +247,7 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
         busy_m += n * tm
         flop += n * op_flop
         nbytes += n * op_bytes
-    pp, eff = dep.pp, dep.efficiency
-    # host work once per step, the per-sequence part for every sequence that is stepped
-    step_overhead_s = eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
+    pp, step_overhead_s = dep.pp, host_time_s(dep, shape)
     # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
     comm_s = comm_time_s(dep, shape)
     time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s

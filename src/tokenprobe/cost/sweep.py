@@ -19,7 +19,14 @@ import numpy.typing as npt
 from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, memory_report
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.step import comm_time_s, flop_rate_scales, rates, special_byte_rates, terms
+from tokenprobe.cost.step import (
+    comm_time_s,
+    flop_rate_scales,
+    host_time_s,
+    rates,
+    special_byte_rates,
+    terms,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -56,8 +63,7 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
         tm = nbytes / special.get(name, byte_rate)
         tc = np.asarray(flop) / (flop_rate * fscale.get(name, 1.0))
         stage += n * (kernels * alpha + np.maximum(tc, tm))
-    host_s = dep.efficiency.step_overhead_s + dep.efficiency.seq_overhead_s * b
-    total = stage * dep.pp + comm_time_s(dep, shape) + host_s
+    total = stage * dep.pp + comm_time_s(dep, shape) + host_time_s(dep, shape)
     return np.asarray(total, dtype=np.float64)
 
 
