@@ -59,6 +59,7 @@ def test_offline_sharegpt_rows_keep_tpot_but_not_throughput() -> None:
         ({"osl_mean": "4"}, "front-end-bound"),
         ({"workload_type": "batch_sweep"}, "workload not one of"),
         ({"isl_mean": ""}, "no input/output lengths"),
+        ({"notes": "doc line 336; ...; tokenprobe: COPIED BLOCK, ..."}, "copied result block"),
     ],
 )
 def test_rows_the_simulator_cannot_replay_are_skipped(change: dict[str, str], reason: str) -> None:
@@ -78,6 +79,39 @@ def test_engine_defaults_follow_the_gpu_and_the_command_overrides_them() -> None
     tp8 = make_deployment("qwen3-8b", "h100-sxm", tp=8)
     assert scheduler_for("sglang", tp8, "").gpu_memory_utilization == 0.81
     assert scheduler_for("sglang", tp8, "--mem-fraction-static 0.7").gpu_memory_utilization == 0.7
+    # each engine sizes its KV its own way; vLLM v1 and SGLang keep prefix caching on
+    rules = {e: scheduler_for(e, h100, "") for e in ("vllm", "sglang", "tensorrt-llm")}
+    assert {e: c.memory_rule for e, c in rules.items()} == {
+        "vllm": "vllm",
+        "sglang": "sglang",
+        "tensorrt-llm": "tensorrt-llm",
+    }
+    assert rules["vllm"].prefix_caching and rules["sglang"].prefix_caching
+    assert not rules["tensorrt-llm"].prefix_caching  # nothing is ever preempted there
+
+
+def test_itl_rows_are_predicted_by_the_median_gap_not_the_mean_per_request() -> None:
+    """sglang.bench_serving's median ITL is the typical step; a request's mean time per token
+    (TPOT) also carries the prefill steps that stall it. Offline, with prompts arriving all the
+    time, the two differ, and the ITL row must get the former."""
+    line = {
+        **CLOSED,
+        "source_id": "datacrunch_h200_sglang",
+        "engine": "SGLang",
+        "engine_version": "",
+        "gpu": "H100-SXM",
+        "workload_type": "offline_max_throughput",
+        "isl_mean": "2048",
+        "osl_mean": "256",
+        "num_requests": "200",
+        "tpot_ms_median": "",
+        "ttft_ms_median": "",
+        "notes": "",
+    }
+    (row,) = load_rows([line]).rows
+    assert "itl_median" in row.measured
+    predicted = row.predict(row.deployment)
+    assert predicted["itl_median"] < 0.9 * predicted["tpot_median"]
 
 
 def test_low_load_decode_matches_gpustack_qwen3_8b_on_h100() -> None:

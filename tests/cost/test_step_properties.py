@@ -131,7 +131,7 @@ def test_power_limit_at_or_below_idle_is_rejected() -> None:
         make_deployment("llama-3.1-8b", "h100-sxm", power_limit_w=1.0)
 
 
-def test_quantized_moe_slows_only_sub_16_bit_expert_kernels() -> None:
+def test_quantized_moe_and_fp8_moe_slow_only_their_expert_kernels() -> None:
     replace = dataclasses.replace
     shape = BatchShape.decode(64, 1024)
     slow = replace(DEFAULT_EFFICIENCY, quantized_moe=0.5)
@@ -152,6 +152,12 @@ def test_quantized_moe_slows_only_sub_16_bit_expert_kernels() -> None:
     ):
         same = step_cost(replace(dep, efficiency=slow), shape).time_s
         assert same == step_cost(dep, shape).time_s
+    # 8-bit expert weights have their own figure: quantized_moe leaves them, fp8_moe slows them
+    fp8 = make_deployment("qwen3-30b-a3b", "h100-sxm", weight_dtype="fp8")
+    assert experts_s(replace(fp8, efficiency=slow)) == experts_s(fp8)
+    fp8_slow = replace(fp8, efficiency=replace(DEFAULT_EFFICIENCY, fp8_moe=0.5))
+    assert experts_s(fp8_slow) > 1.5 * experts_s(fp8)
+    assert experts_s(replace(oss, efficiency=fp8_slow.efficiency)) == experts_s(oss)
 
 
 def test_expert_parallel_layers_wait_for_the_gpu_that_touched_most_experts() -> None:

@@ -109,12 +109,15 @@ def test_a_profile_adds_its_front_end_latency_to_ttft(tmp_path: Path) -> None:
     assert slow["tpot_s"]["p50"] == pytest.approx(base["tpot_s"]["p50"], rel=1e-6)
 
 
+# 8k-token prompts with 1k outputs overfill a 0.3-utilisation KV cache
+KV_STARVED = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "8000"]
+KV_STARVED += ["--output-tokens", "1000", "--offline", "--num-requests", "60", "--json"]
+KV_STARVED += ["--gpu-memory-utilization", "0.3"]
+
+
 def test_cli_capacity_policy_stops_preemption() -> None:
-    # 8k-token prompts with 1k outputs overfill a 0.3-utilisation KV cache: on-demand blocks
-    # preempt, TensorRT-LLM's guaranteed-no-evict admits fewer and never preempts
-    flags = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "8000"]
-    flags += ["--output-tokens", "1000", "--offline", "--num-requests", "60", "--json"]
-    flags += ["--gpu-memory-utilization", "0.3"]
+    # on-demand blocks preempt, TensorRT-LLM's guaranteed-no-evict admits fewer, never preempts
+    flags = KV_STARVED
     runs = {}
     for policy in ("max_utilization", "guaranteed_no_evict"):
         cli = runner.invoke(app, ["simulate", *flags, "--capacity-policy", policy])
@@ -127,3 +130,35 @@ def test_cli_capacity_policy_stops_preemption() -> None:
         == "guaranteed_no_evict"
     )
     assert all(r["completed"] == 60 for r in runs.values())
+
+
+def test_cli_prefix_caching_is_vllms_default_and_can_be_turned_off() -> None:
+    # the same KV-starved run: with vLLM v1's default prefix caching a preempted request finds
+    # its computed blocks again, so the run ends sooner than with recomputation from scratch
+    flags = KV_STARVED
+    runs = {}
+    for switch in ("", "--no-prefix-caching"):
+        cli = runner.invoke(app, ["simulate", *flags, *([switch] if switch else [])])
+        assert cli.exit_code == 0, cli.output
+        runs[switch] = json.loads(cli.output)
+    on, off = runs[""], runs["--no-prefix-caching"]
+    assert on["config"]["scheduler"]["prefix_caching"] is True
+    assert off["config"]["scheduler"]["prefix_caching"] is False
+    assert on["preemptions"] > 0 and off["preemptions"] > 0
+    assert on["duration_s"] < off["duration_s"]
+    assert all(r["completed"] == 60 for r in (on, off))
+
+
+def test_cli_memory_rule_sizes_the_kv_cache() -> None:
+    flags = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "100"]
+    flags += ["--output-tokens", "10", "--offline", "--num-requests", "4", "--json"]
+    kv = {}
+    for rule in ("vllm", "sglang", "tensorrt-llm"):
+        cli = runner.invoke(app, ["simulate", *flags, "--memory-rule", rule])
+        assert cli.exit_code == 0, cli.output
+        out = json.loads(cli.output)
+        assert out["config"]["scheduler"]["memory_rule"] == rule
+        kv[rule] = out["kv"]["capacity_tokens"]
+    assert kv["vllm"] < kv["sglang"] < kv["tensorrt-llm"]
+    bad = runner.invoke(app, ["simulate", *flags, "--memory-rule", "tgi"])
+    assert bad.exit_code != 0 and "memory_rule" in bad.output

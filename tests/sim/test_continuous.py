@@ -208,3 +208,32 @@ def test_front_end_latency_paces_a_closed_loop() -> None:
         return max(r.finish_s or 0.0 for r in result.records)
 
     assert finish(0.5) == pytest.approx(finish(0.0) + 3 * 0.5)
+
+
+@pytest.mark.parametrize(("output_tokens", "cached_blocks"), [(10, 4), (20, 2)])
+def test_a_preempted_request_recomputes_only_what_the_cache_lost(
+    output_tokens: int, cached_blocks: int
+) -> None:
+    """vLLM v1 with prefix caching: a preempted request's computed blocks stay findable until
+    other requests need them, so its recomputation starts after what is left of them."""
+
+    def run(prefix_caching: bool) -> tuple[SimResult, int]:
+        config = SchedulerConfig(
+            max_num_seqs=8, max_num_batched_tokens=512, prefix_caching=prefix_caching
+        )
+        result = _run(_fixed(3, 64, output_tokens), capacity_blocks=14, config=config)
+        return result, sum(row[5] for row in result.engine.timeline.rows)
+
+    # 3 prompts of 64 tokens take 4 blocks each (12 of 14); at the first decode step each needs
+    # a 5th: request 2, the newest, is preempted with 4 computed blocks (+1 token sampled), and
+    # requests 0 and 1 take the 2 never-used blocks, which the free queue hands out first. When
+    # they finish, request 2 comes back. With 20 output tokens they need a 6th block each at
+    # token 80 and take 2 of request 2's cached blocks (its last ones) first.
+    cold, cold_prefill = run(False)
+    warm, warm_prefill = run(True)
+    assert cold.preemptions == warm.preemptions == 1
+    for result in (cold, warm):
+        assert all(r.ok and r.output_tokens == output_tokens for r in result.records)
+        assert result.pool.used_blocks == 0
+    assert cold_prefill == 3 * 64 + 65  # prompt + the sampled token, recomputed in full
+    assert warm_prefill == 3 * 64 + 65 - cached_blocks * 16

@@ -49,3 +49,31 @@ def test_prefix_caching_off_never_shares() -> None:
     pool = BlockPool(10, prefix_caching=False)
     assert not pool.publish_prefix(0, 2)
     assert pool.acquire_prefix(0, 2) == 0
+
+
+def test_a_preempted_requests_blocks_stay_cached_until_taken_tail_first() -> None:
+    """vLLM v1's free queue hands out the least recently freed blocks first, and a request's
+    blocks are freed tail first: a preempted request loses its last blocks first and keeps a
+    findable prefix."""
+    pool = BlockPool(20, block_size=16, prefix_caching=True)
+    pool.allocate(12)  # request 7 holds 12 blocks, 10 of them full computed blocks
+    pool.free(12, retain_seq=7, retained=10)
+    assert pool.free_blocks == 20 and pool.cached_free_blocks == 10 and pool.retained(7) == 10
+    pool.allocate(8)  # the 8 never-used blocks go first: nothing evicted
+    assert pool.retained(7) == 10
+    pool.allocate(5)  # then the 2 unretained tail blocks, then 3 of the retained ones
+    assert pool.retained(7) == 7 and pool.cached_free_blocks == 7
+    pool.free(5)  # freed after request 7: behind it in the queue
+    pool.allocate(2)  # still taken from request 7's run, not from the newer frees
+    assert pool.retained(7) == 5
+    used = pool.used_blocks
+    assert pool.reclaim(7, 4) == 4  # readmission reuses 4 (all it may), the 5th stays free
+    assert pool.used_blocks == used + 4 and pool.retained(7) == 0
+    assert pool.cached_free_blocks == 0 and pool.reclaim(7, 4) == 0
+
+
+def test_without_prefix_caching_nothing_is_retained() -> None:
+    pool = BlockPool(10, prefix_caching=False)
+    pool.allocate(6)
+    pool.free(6, retain_seq=1, retained=6)
+    assert pool.retained(1) == 0 and pool.cached_free_blocks == 0 and pool.reclaim(1, 6) == 0

@@ -48,6 +48,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "attention_memory": (0.2, 1.0),
     "moe_memory": (0.2, 1.0),
     "quantized_moe": (0.2, 1.0),
+    "fp8_moe": (0.2, 1.0),
     "moe_compute": (0.1, 1.0),
     "routing_skew": (0.0, 2.0),
     "link": (0.2, 1.0),

@@ -25,8 +25,9 @@ from tokenprobe.cost import (
     PowerModel,
     make_deployment,
 )
-from tokenprobe.cost.memory import kv_capacity_tokens
-from tokenprobe.errors import TokenprobeError
+from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.sim.api import capacity_blocks
+from tokenprobe.sim.base import SchedulerConfig
 
 Predictor = Callable[[Deployment], dict[str, float]]
 
@@ -192,9 +193,14 @@ def measured_fields(
     return measured
 
 
-def require_kv_room(dep: Deployment, gpu_memory_utilization: float, tokens: float) -> None:
-    """Skip a row whose deployment cannot hold one request of `tokens` in our memory model."""
-    if kv_capacity_tokens(dep, gpu_memory_utilization) < tokens:
+def require_kv_room(dep: Deployment, config: SchedulerConfig, tokens: float) -> None:
+    """Skip a row whose server (`config`) cannot hold one request of `tokens` in our memory
+    model."""
+    try:
+        room = capacity_blocks(dep, config) * config.block_size
+    except ConfigError:
+        room = 0
+    if room < tokens:
         raise SkipRowError("model leaves no KV room for one request in our memory model")
 
 

@@ -30,6 +30,13 @@ found in the row's notes (the serving command):
 - TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens 8192, KV fraction 0.9 of free
   memory, the guaranteed-no-evict capacity policy (KV for a request's whole length at
   admission). Flags: --max_batch_size, --max_num_tokens.
+Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
+profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
+cache), so a preempted request finds its computed blocks again; TensorRT-LLM never preempts.
+A row that publishes a median ITL is predicted by the median gap between the tokens of
+`ITL_TRACE_REQUESTS` traced requests (the typical step), not by the median TPOT (which also
+carries the prefills that stall a request). Rows marked COPIED BLOCK in their notes repeat
+another GPU's figures (benchmarks/data/README.md) and are left out.
 The KV cache is 16-bit unless the command passes --kv-cache-dtype fp8 (vLLM's and SGLang's
 "auto" is the model's activation dtype, also for FP8 checkpoints). MoE rows with ep > 1 spread
 experts over the TP GPUs with tensor-parallel attention; SGLang data-parallel attention rows
@@ -58,13 +65,16 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.cost import Deployment
+from tokenprobe.cost.memory import SGLANG_RULE, TRTLLM_RULE, VLLM_RULE
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, MAX_UTILIZATION, SchedulerConfig, vllm_defaults
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
 SIM_REQUESTS = 3000
+ITL_TRACE_REQUESTS = 500  # requests whose every token time is kept, for the median ITL
 MIN_OUTPUT_TOKENS = 8
+COPIED_BLOCK = "COPIED BLOCK"  # marks a row whose figures repeat another GPU's (data README)
 # engine defaults the sources do not restate (module docstring for where each comes from)
 SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
 SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
@@ -98,8 +108,9 @@ def _flag(notes: str, *names: str) -> float | None:
 
 def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
     """The engine's default scheduler on this GPU, with the command's overrides (docstring)."""
-    policy = MAX_UTILIZATION
+    policy, rule = MAX_UTILIZATION, VLLM_RULE
     if engine == "sglang":
+        rule = SGLANG_RULE
         seqs = _flag(notes, "--max-running-requests") or SGLANG_MAX_RUNNING
         tokens = _flag(notes, "--chunked-prefill-size") or SGLANG_CHUNKED_PREFILL_TOKENS
         util = _flag(notes, "--mem-fraction-static") or SGLANG_MEM_FRACTION.get(dep.tp, 0.81)
@@ -108,6 +119,7 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
         tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or TRTLLM_MAX_NUM_TOKENS
         util = TRTLLM_KV_FRACTION
         policy = GUARANTEED_NO_EVICT  # trtllm-serve's default CapacitySchedulerPolicy
+        rule = TRTLLM_RULE
     else:
         base = vllm_defaults(dep.gpu)
         seqs = _flag(notes, "--max-num-seqs") or base.max_num_seqs
@@ -119,6 +131,8 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
         max_num_batched_tokens=max(tokens, seqs),
         gpu_memory_utilization=util,
         capacity_policy=policy,
+        prefix_caching=policy == MAX_UTILIZATION,
+        memory_rule=rule,
     )
 
 
@@ -150,21 +164,27 @@ def _arrival(row: Mapping[str, str]) -> tuple[str, Arrival]:
     raise SkipRowError(f"workload not one of {', '.join(LOADS)}: {kind[:40]}")
 
 
-def _serve(dep: Deployment, workload: Workload, config: SchedulerConfig) -> dict[str, float]:
-    result = simulate(deployment=dep, workload=workload, config=config, trace_requests=0)
+def _serve(
+    dep: Deployment, workload: Workload, config: SchedulerConfig, trace: int = 0
+) -> dict[str, float]:
+    result = simulate(deployment=dep, workload=workload, config=config, trace_requests=trace)
     s = result.summary()
     out = {"output_throughput": float(s["output_tokens_per_s"])}
-    for metric, key in (("ttft_median", "ttft_s"), ("tpot_median", "tpot_s")):
+    for metric, key in (
+        ("ttft_median", "ttft_s"),
+        ("tpot_median", "tpot_s"),
+        ("itl_median", "itl_s"),
+    ):
         value = s[key]["p50"]
         if value is not None:
             out[metric] = float(value)
-    if "tpot_median" in out:  # one token per streamed chunk: ITL = TPOT
-        out["itl_median"] = out["tpot_median"]
     return out
 
 
 def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
     """One row of an online-serving benchmark (module docstring)."""
+    if COPIED_BLOCK in row.get("notes", ""):
+        raise SkipRowError("a copied result block (benchmarks/data/README.md)")
     if int_field(row, "dp", 1) > 1:
         raise SkipRowError("data-parallel attention (SGLang --enable-dp-attention)")
     engine = engine_name(row["engine"], row.get("engine_version", ""))
@@ -196,11 +216,14 @@ def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     config = scheduler_for(engine, dep, notes)
-    require_kv_room(dep, config.gpu_memory_utilization, input_len.expected + output_len.expected)
+    require_kv_room(dep, config, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"
     label += f" c{arrival.concurrency}" if load == "closed" else ""
     label += f" {arrival.rate_per_s:g}qps" if load == "poisson" else ""
-    predict = functools.partial(_serve, workload=workload, config=config)
+    # the median gap between tokens is the typical step, not the mean per request: it needs the
+    # token times of (a sample of) requests
+    trace = ITL_TRACE_REQUESTS if "itl_median" in measured else 0
+    predict = functools.partial(_serve, workload=workload, config=config, trace=trace)
     key = f"{run_key(source, engine, model, dep)}/{load}"
     yield Row(source, key, engine, label, dep, measured, predict, simulated=True)

@@ -77,7 +77,7 @@ from tokenprobe.cost import (
     estimate_deployment,
     step_cost,
 )
-from tokenprobe.cost.memory import max_context_tokens
+from tokenprobe.cost.memory import TRTLLM_RULE, max_context_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
@@ -101,6 +101,7 @@ TRT_BENCH_SCHEDULER = SchedulerConfig(
     max_num_batched_tokens=TRTLLM_MAX_NUM_TOKENS,
     gpu_memory_utilization=0.95,  # the perf-overview doc's kv_cache_free_gpu_mem_fraction
     capacity_policy=GUARANTEED_NO_EVICT,  # doc's run: "Scheduling Policy: Guaranteed No Evict"
+    memory_rule=TRTLLM_RULE,  # the fraction is of the memory free after the engine loads
 )
 MLENERGY_FIELDS = (
     ("itl_median", "itl_ms_median", MILLI),
@@ -390,7 +391,7 @@ def _profile(row: Mapping[str, str]) -> Iterator[Row]:
 def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
     model, dep = _trt_model(row)
     isl, osl = int_field(row, "isl"), int_field(row, "osl")
-    require_kv_room(dep, TRT_BENCH_SCHEDULER.gpu_memory_utilization, isl + osl)
+    require_kv_room(dep, TRT_BENCH_SCHEDULER, isl + osl)
     tput = float_field(row, "output_tok_s")
     if not tput:
         raise SkipRowError("no output_tok_s")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,21 +33,26 @@ class ServerFlags:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     no_chunked_prefill: bool = False
-    prefix_caching: bool = False
+    prefix_caching: bool | None = None
     block_size: int | None = None
     gpu_memory_utilization: float | None = None
     capacity_policy: str | None = None
+    memory_rule: str | None = None
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
         base = base or SchedulerConfig()
-        return SchedulerConfig(
+        return replace(
+            base,
             max_num_seqs=self.max_num_seqs or base.max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
             chunked_prefill=base.chunked_prefill and not self.no_chunked_prefill,
             block_size=self.block_size or base.block_size,
-            prefix_caching=base.prefix_caching or self.prefix_caching,
+            prefix_caching=(
+                base.prefix_caching if self.prefix_caching is None else self.prefix_caching
+            ),
             gpu_memory_utilization=self.gpu_memory_utilization or base.gpu_memory_utilization,
             capacity_policy=self.capacity_policy or base.capacity_policy,
+            memory_rule=self.memory_rule or base.memory_rule,
         )
 
 
@@ -78,7 +83,14 @@ def simulate_cmd(
         int | None, typer.Option(help="vLLM's default: 8192 on >= 70 GiB GPUs but A100, else 2048")
     ] = None,
     no_chunked_prefill: Annotated[bool, typer.Option("--no-chunked-prefill")] = False,
-    prefix_caching: Annotated[bool, typer.Option("--prefix-caching")] = False,
+    prefix_caching: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-caching/--no-prefix-caching",
+            help="vLLM v1's default: on (shared prefixes and preempted requests' blocks are "
+            "found again)",
+        ),
+    ] = None,
     block_size: Annotated[int | None, typer.Option(help="KV block tokens (16)")] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="0.9")] = None,
     capacity_policy: Annotated[
@@ -86,6 +98,14 @@ def simulate_cmd(
         typer.Option(
             help="max_utilization (vLLM: KV as tokens arrive, preempt when short) | "
             "guaranteed_no_evict (TensorRT-LLM: KV for the whole request at admission)"
+        ),
+    ] = None,
+    memory_rule: Annotated[
+        str | None,
+        typer.Option(
+            help="How KV room is sized: vllm (fraction of HBM less weights and activations) | "
+            "sglang (mem_fraction_static less weights) | tensorrt-llm (fraction of what is "
+            "free after the engine loads)"
         ),
     ] = None,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
@@ -103,6 +123,7 @@ def simulate_cmd(
         block_size,
         gpu_memory_utilization,
         capacity_policy,
+        memory_rule,
     )
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))

@@ -24,15 +24,17 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 - `moe_memory` 0.80: achieved HBM fraction of the fused-MoE expert kernels (vLLM `fused_moe`,
   grouped GEMMs over scattered expert weights). Kept equal to `memory` until calibration
   (issue 8) fits it: ML.ENERGY's vLLM MoE runs suggest lower values on large expert counts.
-- `quantized_moe` 1.0: how fast, relative to the 16-bit kernels, the fused-MoE expert kernels run
-  when the expert weights are stored below 16 bits with block or group scales (FP8 128x128
-  blocks, MXFP4, INT4 groups): such kernels dequantize inside the GEMM's inner loop, and where
-  the GPU has no native unit for the format (MXFP4 on Hopper) they also compute in 16 bits
-  after an unpack. It scales both the HBM and the compute rate of the `experts` operator. Left
-  at 1 (no penalty) until calibrated: ML.ENERGY's vLLM 0.11 H100 runs put Qwen3-235B-FP8 at
-  TP8 *slower* than the same model in BF16 at TP8 (24.7 vs 20.2 ms at batch 8), which no
-  bandwidth- or FLOP-based term can produce, and gpt-oss-20b (MXFP4) on one H100 decodes at
-  about half the predicted rate at large batches.
+- `quantized_moe` 1.0 and `fp8_moe` 1.0: how fast, relative to the 16-bit kernels, the fused-MoE
+  expert kernels run when the expert weights are stored in 4 bits with group scales (MXFP4,
+  INT4; `quantized_moe`) or in 8 bits with block or channel scales (FP8 128x128 blocks, INT8;
+  `fp8_moe`). Such kernels dequantize inside the GEMM's inner loop, and where the GPU has no
+  native unit for the format (MXFP4 on Hopper) they also compute in 16 bits after an unpack; the
+  two formats run different kernels (vLLM: Triton w8a8 block-FP8 fused_moe vs Marlin/triton
+  MXFP4), so each has its own figure. Each scales both the HBM and the compute rate of the
+  `experts` operator. Left at 1 (no penalty) until calibrated: ML.ENERGY's vLLM 0.11 H100 runs
+  put Qwen3-235B-FP8 at TP8 *slower* than the same model in BF16 at TP8 (24.7 vs 20.2 ms at
+  batch 8), which no bandwidth- or FLOP-based term can produce, while gpt-oss (MXFP4) runs
+  close to the bandwidth the same profile gives 16-bit experts.
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
@@ -41,14 +43,14 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   penalty) until calibrated: ML.ENERGY's vLLM 0.11 MoE runs grow faster with batch than the
   dense-rate roofline (gpt-oss-120b on 2 H100s: +60 us per added sequence measured, +34 us
   with the earlier vllm profile), while the dense models' slope is met within a few per cent.
-  The vllm profile fits 0.40, tensorrt-llm 0.91 (Argonne's Mixtral runs).
+  The vllm profile fits 0.54, tensorrt-llm 0.91 (Argonne's Mixtral runs).
 - `routing_skew` 0: how unevenly a MoE router spreads a batch's tokens over the experts, as the σ
   of a log-normal expert popularity (ops.expected_distinct_experts). At 0 routing is uniform and
   8 tokens of Qwen3-30B-A3B (top-8 of 128) touch 52 distinct experts; real routers favour some
   experts (popular experts take several times the mean load in a batch: e.g. Huang et al.,
   "Towards MoE Deployment", arXiv:2303.06182), so a small decode batch reads fewer expert
   weights than uniform routing says, while a large batch still reads them all. 0 until
-  calibrated: the vllm profile fits 1.3 on ML.ENERGY's and GPUStack's MoE runs (at 1.3, 8
+  calibrated: the vllm profile fits 1.2 on ML.ENERGY's and GPUStack's MoE runs (at 1.3, 8
   Qwen3-30B-A3B tokens touch ~37 experts, not 52); TensorRT-LLM and vLLM-2024, fitted on
   Argonne's Mixtral (top-2 of 8, all touched from a few tokens), stay near the fit's start.
 - `alltoall_extra_latency_s` 0 s: what one expert-parallel all-to-all (dispatch or combine)
@@ -100,6 +102,7 @@ class Efficiency:
     moe_memory: float = 0.80
     link: float = 0.80
     quantized_moe: float = 1.0
+    fp8_moe: float = 1.0
     moe_compute: float = 1.0
     routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0

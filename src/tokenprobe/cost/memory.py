@@ -9,7 +9,7 @@ gets what weights, the peak activations of a profiling pass and the runtime leav
   head (vocab-parallel over tp) in 16-bit for quantized checkpoints.
 - activations: peak of one forward pass at `max_num_batched_tokens` (vLLM's profile run): the
   widest per-token tensors (qkv out + 2·MLP intermediate + residual) plus fp32 logits of
-  `max_num_seqs` rows.
+  `max_num_seqs` rows (the simulator passes its server's own two limits).
 - runtime: CUDA context, cuBLAS/NCCL workspaces and CUDA graphs, a parameter (vLLM start-up
   logs typically show 0.5-1.5 GiB for these on one GPU).
 - KV per request: `ModelSpec.kv_elements_for_context` (sliding layers keep their window),
@@ -29,6 +29,17 @@ from tokenprobe.units import GiB
 DEFAULT_RUNTIME_BYTES = 1.0 * GiB
 
 
+# How a server sizes its KV cache from `gpu_memory_utilization` (the fraction its flag sets):
+# vllm: fraction x HBM - weights - the profile run's peak activations - runtime
+#   (vllm/v1/worker/gpu_worker.py `determine_available_memory`);
+# sglang: mem_fraction_static x HBM - weights - runtime; activations live in the rest
+#   (sglang/srt/model_executor/model_runner.py `profile_max_num_token`);
+# tensorrt-llm: kv_cache_free_gpu_mem_fraction x (HBM - weights - activations - runtime): a
+#   fraction of what is free once the engine and its buffers are loaded (KvCacheConfig).
+VLLM_RULE, SGLANG_RULE, TRTLLM_RULE = "vllm", "sglang", "tensorrt-llm"
+MEMORY_RULES = (VLLM_RULE, SGLANG_RULE, TRTLLM_RULE)
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryBudget:
     """How the KV budget is computed; the defaults are vLLM's."""
@@ -38,8 +49,11 @@ class MemoryBudget:
     max_num_seqs: int = 256
     runtime_bytes: float = DEFAULT_RUNTIME_BYTES
     block_size: int = 16
+    rule: str = VLLM_RULE
 
     def __post_init__(self) -> None:
+        if self.rule not in MEMORY_RULES:
+            raise ConfigError("memory rule", self.rule, f"one of {', '.join(MEMORY_RULES)}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError(
                 "gpu_memory_utilization", self.gpu_memory_utilization, "a fraction in (0, 1]"
@@ -122,7 +136,13 @@ def memory_report(
     usable = hbm * budget.gpu_memory_utilization
     weights = max(0.0, weights_bytes_per_gpu(dep) - dep.cpu_offload_bytes)  # GPU-resident
     acts = activation_bytes_per_gpu(dep, budget)
-    kv_free = usable - weights - acts - budget.runtime_bytes
+    if budget.rule == SGLANG_RULE:
+        kv_free = usable - weights - budget.runtime_bytes
+    elif budget.rule == TRTLLM_RULE:  # the fraction applies to what is left, not to HBM
+        usable = hbm
+        kv_free = budget.gpu_memory_utilization * (hbm - weights - acts - budget.runtime_bytes)
+    else:
+        kv_free = usable - weights - acts - budget.runtime_bytes
     per_req = kv_bytes_per_request_per_gpu(dep, context_tokens, budget.block_size)
     capacity = max(0, int(kv_free // dep.kv_bytes_per_token_per_gpu)) if kv_free > 0 else 0
     concurrent = max(0, int(kv_free // per_req)) if kv_free > 0 else 0

@@ -119,23 +119,27 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     """Achievable HBM bytes/s of the operators with an efficiency of their own."""
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
-    if _dequantizing_moe(dep):
-        rates["experts"] *= eff.quantized_moe
+    rates["experts"] *= _quantized_moe_scale(dep)
     return rates
 
 
-def _dequantizing_moe(dep: Deployment) -> bool:
-    return dep.model.moe is not None and dep.weight_dtype.bits < 16
+def _quantized_moe_scale(dep: Deployment) -> float:
+    """Rate of the expert kernels on quantized expert weights relative to 16-bit ones: 8-bit
+    (FP8 with block or channel scales, INT8) and sub-8-bit (MXFP4, INT4 groups) formats run
+    different kernels, so each has its own efficiency (`fp8_moe`, `quantized_moe`)."""
+    bits = dep.weight_dtype.bits
+    if dep.model.moe is None or bits >= 16:
+        return 1.0
+    return dep.efficiency.fp8_moe if bits >= 8 else dep.efficiency.quantized_moe
 
 
 def flop_rate_scales(dep: Deployment) -> dict[str, float]:
     """Operators whose kernels reach less of the tensor-core rate than the dense GEMMs: the
     fused-MoE expert kernels (`Efficiency.moe_compute`), slower again when they dequantize
-    sub-16-bit expert weights (`Efficiency.quantized_moe`, which slows their HBM rate too)."""
+    quantized expert weights (`fp8_moe`, `quantized_moe`, which slow their HBM rate too)."""
     if dep.model.moe is None:
         return {}
-    eff = dep.efficiency
-    scale = eff.moe_compute * (eff.quantized_moe if _dequantizing_moe(dep) else 1.0)
+    scale = dep.efficiency.moe_compute * _quantized_moe_scale(dep)
     return {} if scale == 1 else {"experts": scale}
 
 

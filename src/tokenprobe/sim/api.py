@@ -14,6 +14,7 @@ import numpy as np
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
+    MemoryBudget,
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
@@ -51,7 +52,14 @@ def cost_step_fn(dep: Deployment) -> StepFn:
 
 def capacity_blocks(dep: Deployment, config: SchedulerConfig) -> int:
     """KV blocks of one replica; a ConfigError when the weights leave no room for KV."""
-    tokens = kv_capacity_tokens(dep, config.gpu_memory_utilization)
+    budget = MemoryBudget(
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_num_seqs=config.max_num_seqs,
+        block_size=config.block_size,
+        rule=config.memory_rule,
+    )  # vLLM's profile run uses the server's own token and sequence limits
+    tokens = kv_capacity_tokens(dep, budget=budget)
     blocks = tokens // config.block_size
     if blocks < 1:
         raise ConfigError(

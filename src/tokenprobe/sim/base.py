@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from tokenprobe.cost.memory import MEMORY_RULES, VLLM_RULE
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.kv import BlockPool
@@ -41,6 +42,8 @@ class SchedulerConfig:
         CapacitySchedulerPolicy, which trtllm-bench and trtllm-serve run): a request is admitted
         only when blocks for its whole length (prompt + output) are free, and it holds them to
         the end, so nothing is ever preempted and fewer requests run at once.
+    memory_rule: how the server turns gpu_memory_utilization into KV room ("vllm", "sglang",
+        "tensorrt-llm"; `tokenprobe.cost.memory` gives each rule and its source).
     """
 
     max_num_seqs: int = 256
@@ -50,6 +53,7 @@ class SchedulerConfig:
     prefix_caching: bool = False
     gpu_memory_utilization: float = 0.9
     capacity_policy: str = MAX_UTILIZATION
+    memory_rule: str = VLLM_RULE
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -64,6 +68,8 @@ class SchedulerConfig:
             )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError("gpu_memory_utilization", self.gpu_memory_utilization, "in (0, 1]")
+        if self.memory_rule not in MEMORY_RULES:
+            raise ConfigError("memory_rule", self.memory_rule, f"one of {', '.join(MEMORY_RULES)}")
         if self.capacity_policy not in CAPACITY_POLICIES:
             raise ConfigError(
                 "capacity_policy", self.capacity_policy, f"one of {', '.join(CAPACITY_POLICIES)}"
@@ -79,10 +85,16 @@ VLLM_SMALL_DEFAULTS = (256, 2048)
 
 
 def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
-    """The scheduler `vllm serve` sets up on this GPU, with `overrides` (SchedulerConfig fields)."""
+    """The scheduler `vllm serve` sets up on this GPU, with `overrides` (SchedulerConfig fields).
+    The V1 engine also turns prefix caching on by default (`enable_prefix_caching`)."""
     big = gpu.hbm_bytes >= VLLM_BIG_GPU_BYTES and not gpu.name.startswith("a100")
     seqs, tokens = VLLM_BIG_DEFAULTS if big else VLLM_SMALL_DEFAULTS
-    fields = {"max_num_seqs": seqs, "max_num_batched_tokens": tokens, **overrides}
+    fields = {
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": tokens,
+        "prefix_caching": True,
+        **overrides,
+    }
     return SchedulerConfig(**fields)
 
 

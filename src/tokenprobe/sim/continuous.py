@@ -4,7 +4,9 @@ Per step (vllm/v1/core/sched/scheduler.py, `schedule`), with a budget of max_num
 1. Running requests first, in admission order: each decoding sequence gets one token, a partly
    prefilled one the next chunk of its prompt. A sequence that needs a new KV block and finds none
    preempts the *most recently admitted* running request (possibly itself): its blocks are freed
-   and it goes back to the *front* of the waiting queue, to recompute prompt + generated tokens.
+   and it goes back to the *front* of the waiting queue, to recompute prompt + generated tokens
+   (with prefix caching, vLLM v1's default, only those whose blocks other requests have taken
+   from the free queue meanwhile: `BlockPool.retain` / `reclaim`).
 2. Only if nothing was preempted: waiting requests in FIFO order while the budget, max_num_seqs
    and free blocks allow (prefix-cache hits skip their cached blocks). Without chunked prefill a
    prompt that does not fit in the remaining budget waits (a recomputation after preemption is
@@ -154,6 +156,7 @@ class ContinuousScheduler:
     def _admit(self, step: int, now_s: float, budget: int) -> None:
         """Waiting requests, FIFO, while budget, max_num_seqs and free blocks allow."""
         cfg, pool = self.config, self.pool
+        bs = pool.block_size
         while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             seq = self.waiting[0]
             spec = seq.spec
@@ -161,7 +164,10 @@ class ContinuousScheduler:
             if pool.prefix_caching and spec.prefix_tokens:
                 shareable = pool.shareable_blocks(spec.prefix_tokens, seq.target)
                 shared = pool.acquire_prefix(spec.prefix_group, shareable)
-            cached_tokens = shared * pool.block_size
+            hits = 0  # a preempted request's own blocks still cached (prefix caching)
+            if seq.preemptions and pool.prefix_caching:
+                hits = 0 if shared else min(pool.retained(seq.idx), (seq.target - 1) // bs)
+            cached_tokens = (shared + hits) * bs
             n = seq.target - cached_tokens
             chunked = cfg.chunked_prefill or seq.preemptions > 0
             if n > budget and not chunked:
@@ -169,13 +175,15 @@ class ContinuousScheduler:
                 break
             n = min(n, budget)
             held = seq.input_tokens + seq.output_tokens - 1 if self._reserve else cached_tokens + n
-            need = blocks_for(held, pool.block_size) - shared
-            if need > pool.free_blocks:
+            need = blocks_for(held, bs) - shared - hits
+            if need + hits > pool.free_blocks:  # the hits leave the free queue too
                 self._undo_prefix(spec.prefix_group, shared)
                 break
             self.waiting.popleft()
+            if seq.preemptions:
+                pool.reclaim(seq.idx, hits)
             pool.allocate(need)
-            seq.own_blocks, seq.shared_blocks, seq.computed = need, shared, cached_tokens
+            seq.own_blocks, seq.shared_blocks, seq.computed = need + hits, shared, cached_tokens
             if seq.first_sched_s is None:
                 seq.first_sched_s = now_s
             self.running[seq.idx] = seq
@@ -209,9 +217,11 @@ class ContinuousScheduler:
     def _preempt(self, seq: Seq, step: int) -> None:
         """Free everything `seq` holds and put it at the front of the waiting queue (recompute)."""
         del self.running[seq.idx]
+        computed = seq.computed  # tokens whose KV is written
         if seq.dec_start >= 0:
             done_steps = step - seq.dec_start  # decode steps finished: dec_start .. step-1
-            kv = seq.target + done_steps + (1 if self._decode_allocated else 0)
+            computed = seq.target + done_steps
+            kv = computed + (1 if self._decode_allocated else 0)
             seq.own_blocks = blocks_for(kv, self.pool.block_size) - seq.shared_blocks
             seq.segments.append((seq.seg_start, step - 1))
             seq.energy_j += self.ledger.range_j(seq.dec_start, step - 1)
@@ -220,7 +230,9 @@ class ContinuousScheduler:
         else:
             self.prefilling.pop(seq.idx, None)
             self._chunks = [(s, n) for s, n in self._chunks if s is not seq]
-        self.pool.free(seq.own_blocks)
+        # vLLM v1 with prefix caching keeps the full computed blocks findable (kv.py)
+        retained = 0 if seq.shared_blocks else computed // self.pool.block_size
+        self.pool.free(seq.own_blocks, seq.idx, retained)
         if seq.shared_blocks:
             self.pool.release_prefix(seq.spec.prefix_group)
         seq.own_blocks = seq.shared_blocks = seq.computed = 0

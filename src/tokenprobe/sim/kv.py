@@ -1,16 +1,25 @@
-"""The paged KV cache: a pool of fixed-size blocks and an optional shared-prefix cache.
+"""The paged KV cache: a pool of fixed-size blocks, its prefix cache and its free queue.
 
 Modelled on vLLM v1's `BlockPool` / `KVCacheManager` (vllm/v1/core/block_pool.py,
 kv_cache_manager.py): the KV cache is `capacity_blocks` blocks of `block_size` token slots; a
-sequence holding n tokens of KV owns ceil(n / block_size) blocks; only *full* blocks of a prompt
-can be shared through prefix caching.
+sequence holding n tokens of KV owns ceil(n / block_size) blocks; only *full* blocks can be found
+again through prefix caching.
 
-Prefix caching here covers the case the workloads describe: requests of one `prefix_group` share
-their first `prefix_tokens` prompt tokens (a common system prompt). The full blocks of that prefix
-are computed once, pinned while any request uses them (reference count), and when unused they
-stay cached in the free pool until allocations need the space. vLLM's free queue hands out the
-least recently freed blocks first, so an unused prefix is evicted only when the never-cached free
-blocks run out; groups are evicted oldest first. Counts only: the simulator never needs block ids.
+With prefix caching, freed blocks keep their KV until they are handed out again, and vLLM's free
+queue hands out the least recently freed first (`FreeKVCacheBlockQueue`; a request's blocks are
+freed tail first, so its last blocks go first). Two kinds of cached KV are found again here:
+- a shared prompt prefix: requests of one `prefix_group` share their first `prefix_tokens`
+  tokens (a common system prompt); its full blocks are computed once, pinned while any request
+  uses them (reference count), and put at the back of the free queue when unused;
+- a preempted request's own computed blocks (`retain`): vLLM v1 recomputes a preempted request,
+  but its blocks stay cached, so on readmission `get_computed_blocks` skips what is left of them
+  (`reclaim`).
+The free queue is kept as runs of blocks in free order (`_runs`): cached runs, and anonymous runs
+of blocks freed by finished requests (cached too in vLLM, but nothing here asks for them again);
+blocks never used since start come before all runs. Allocation consumes from the front: a
+preempted request's run loses its tail blocks first (its prefix stays findable), a shared prefix
+touched there is dropped whole. Counts only: the simulator never needs block ids. Without prefix
+caching nothing is kept and no runs are tracked.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from tokenprobe.errors import ConfigError
+
+GROUP, SEQ, ANON = "group", "seq", "anon"  # kinds of free-queue runs
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -36,8 +47,9 @@ class _Prefix:
 class BlockPool:
     """Block accounting: `used_blocks` never exceeds `capacity_blocks` (checked on every call).
 
-    `used_blocks` counts blocks owned by sequences plus pinned prefix blocks. Cached prefix
-    blocks with no user are free (allocatable) and counted in `cached_free_blocks`.
+    `used_blocks` counts blocks owned by sequences plus pinned prefix blocks. Cached blocks with
+    no user (unused prefixes, retained blocks of preempted requests) are free (allocatable) and
+    counted in `cached_free_blocks`.
     """
 
     capacity_blocks: int
@@ -46,7 +58,9 @@ class BlockPool:
     used_blocks: int = 0
     peak_used_blocks: int = 0
     _prefixes: dict[int, _Prefix] = field(default_factory=dict)
-    _unused: OrderedDict[int, None] = field(default_factory=OrderedDict)  # LRU of refs == 0
+    _runs: OrderedDict[tuple[str, int], int] = field(default_factory=OrderedDict)  # free queue
+    _run_blocks: int = 0  # blocks in `_runs`; free blocks beyond them were never used
+    _anon_id: int = 0
     cached_free_blocks: int = 0
     pinned_blocks: int = 0  # blocks of prefixes in use (refs > 0), part of used_blocks
 
@@ -68,25 +82,80 @@ class BlockPool:
         return n_blocks <= self.free_blocks
 
     def allocate(self, n_blocks: int) -> None:
-        """Take `n_blocks` free blocks; evicts unused cached prefixes when they are needed."""
+        """Take `n_blocks` free blocks from the front of the free queue (evicting cached KV)."""
         if n_blocks > self.free_blocks:
             raise AssertionError(f"allocate {n_blocks} > free {self.free_blocks}")
         self.used_blocks += n_blocks
-        if self.cached_free_blocks:
-            self._evict_for_new_blocks()
+        if self._run_blocks > self.free_blocks:
+            self._consume_runs()
         if self.used_blocks > self.peak_used_blocks:
             self.peak_used_blocks = self.used_blocks
 
-    def free(self, n_blocks: int) -> None:
+    def free(self, n_blocks: int, retain_seq: int = -1, retained: int = 0) -> None:
+        """Give back `n_blocks`; with prefix caching the first `retained` of a sequence's blocks
+        (its computed full blocks) stay findable by `reclaim(retain_seq)`."""
         if n_blocks > self.used_blocks - self.pinned_blocks or n_blocks < 0:
             raise AssertionError(f"free {n_blocks} of {self.used_blocks} used")
         self.used_blocks -= n_blocks
+        if not self.prefix_caching:
+            return
+        retained = min(retained, n_blocks) if retain_seq >= 0 else 0
+        self._push_anon(n_blocks - retained)  # the tail: freed first, handed out first
+        if retained:
+            self._push((SEQ, retain_seq), retained)
+            self.cached_free_blocks += retained
 
-    def _evict_for_new_blocks(self) -> None:
-        """Unused prefixes live in the free pool; evict the oldest while they no longer fit."""
-        while self.cached_free_blocks > self.free_blocks:
-            group, _ = self._unused.popitem(last=False)
-            self.cached_free_blocks -= self._prefixes.pop(group).blocks
+    def _push(self, key: tuple[str, int], blocks: int) -> None:
+        self._runs[key] = blocks
+        self._run_blocks += blocks
+
+    def _push_anon(self, blocks: int) -> None:
+        if blocks <= 0:
+            return
+        if self._runs:
+            last = next(reversed(self._runs))
+            if last[0] == ANON:  # adjacent anonymous runs are one
+                self._runs[last] += blocks
+                self._run_blocks += blocks
+                return
+        self._anon_id += 1
+        self._push((ANON, self._anon_id), blocks)
+
+    def _consume_runs(self) -> None:
+        """Runs at the front of the free queue whose blocks allocation has taken."""
+        while self._run_blocks > self.free_blocks:
+            key, blocks = next(iter(self._runs.items()))
+            taken = self._run_blocks - self.free_blocks
+            if taken < blocks and key[0] != GROUP:  # tail blocks of a run go, the rest stays
+                self._runs[key] = blocks - taken
+                self._run_blocks -= taken
+                if key[0] == SEQ:
+                    self.cached_free_blocks -= taken
+                return
+            del self._runs[key]  # the whole run (a prefix is only found whole)
+            self._run_blocks -= blocks
+            if key[0] != ANON:
+                self.cached_free_blocks -= blocks
+            if key[0] == GROUP:
+                del self._prefixes[key[1]]
+
+    # ------------------------------------------------------------ preempted requests
+
+    def retained(self, seq: int) -> int:
+        """Blocks of preempted sequence `seq` still cached (0: none)."""
+        return self._runs.get((SEQ, seq), 0)
+
+    def reclaim(self, seq: int, blocks: int) -> int:
+        """Take back up to `blocks` of `seq`'s retained blocks as used; the rest stays free."""
+        held = self._runs.pop((SEQ, seq), 0)
+        if not held:
+            return 0
+        self._run_blocks -= held
+        self.cached_free_blocks -= held
+        hit = min(held, blocks)
+        self.used_blocks += hit
+        self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
+        return hit
 
     # ------------------------------------------------------------ prefix cache
 
@@ -104,8 +173,9 @@ class BlockPool:
         entry = self._prefixes.get(group)
         if entry is None or entry.blocks != blocks:  # a shorter prompt: not the same blocks
             return 0
-        if entry.refs == 0:  # cached but unused: its blocks leave the free pool again
-            del self._unused[group]
+        if entry.refs == 0:  # cached but unused: its blocks leave the free queue again
+            del self._runs[(GROUP, group)]
+            self._run_blocks -= entry.blocks
             self.cached_free_blocks -= entry.blocks
             self.used_blocks += entry.blocks
             self.pinned_blocks += entry.blocks
@@ -132,5 +202,4 @@ class BlockPool:
             self.used_blocks -= entry.blocks
             self.pinned_blocks -= entry.blocks
             self.cached_free_blocks += entry.blocks
-            self._unused[group] = None
-            self._evict_for_new_blocks()
+            self._push((GROUP, group), entry.blocks)
