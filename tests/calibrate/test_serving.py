@@ -79,15 +79,15 @@ def test_engine_defaults_follow_the_gpu_and_the_command_overrides_them() -> None
     tp8 = make_deployment("qwen3-8b", "h100-sxm", tp=8)
     assert scheduler_for("sglang", tp8, "").gpu_memory_utilization == 0.81
     assert scheduler_for("sglang", tp8, "--mem-fraction-static 0.7").gpu_memory_utilization == 0.7
-    # each engine sizes its KV its own way; vLLM v1 and SGLang keep prefix caching on
+    # each engine sizes its KV its own way and keeps prefix caching (block reuse) on
     rules = {e: scheduler_for(e, h100, "") for e in ("vllm", "sglang", "tensorrt-llm")}
     assert {e: c.memory_rule for e, c in rules.items()} == {
         "vllm": "vllm",
         "sglang": "sglang",
         "tensorrt-llm": "tensorrt-llm",
     }
-    assert rules["vllm"].prefix_caching and rules["sglang"].prefix_caching
-    assert not rules["tensorrt-llm"].prefix_caching  # nothing is ever preempted there
+    assert all(c.prefix_caching for c in rules.values())
+    assert rules["tensorrt-llm"].capacity_policy == "guaranteed_no_evict"
 
 
 def test_itl_rows_are_predicted_by_the_median_gap_not_the_mean_per_request() -> None:

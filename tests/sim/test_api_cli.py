@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -136,11 +137,7 @@ def test_cli_prefix_caching_is_vllms_default_and_can_be_turned_off() -> None:
     # the same KV-starved run: with vLLM v1's default prefix caching a preempted request finds
     # its computed blocks again, so the run ends sooner than with recomputation from scratch
     flags = KV_STARVED
-    runs = {}
-    for switch in ("", "--no-prefix-caching"):
-        cli = runner.invoke(app, ["simulate", *flags, *([switch] if switch else [])])
-        assert cli.exit_code == 0, cli.output
-        runs[switch] = json.loads(cli.output)
+    runs = {s: _simulate_json(*flags, *([s] if s else [])) for s in ("", "--no-prefix-caching")}
     on, off = runs[""], runs["--no-prefix-caching"]
     assert on["config"]["scheduler"]["prefix_caching"] is True
     assert off["config"]["scheduler"]["prefix_caching"] is False
@@ -149,16 +146,40 @@ def test_cli_prefix_caching_is_vllms_default_and_can_be_turned_off() -> None:
     assert all(r["completed"] == 60 for r in (on, off))
 
 
+def _simulate_json(*args: str) -> dict[str, Any]:
+    cli = runner.invoke(app, ["simulate", *args])
+    assert cli.exit_code == 0, cli.output
+    out: dict[str, Any] = json.loads(cli.output)
+    return out
+
+
 def test_cli_memory_rule_sizes_the_kv_cache() -> None:
     flags = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "100"]
     flags += ["--output-tokens", "10", "--offline", "--num-requests", "4", "--json"]
     kv = {}
     for rule in ("vllm", "sglang", "tensorrt-llm"):
-        cli = runner.invoke(app, ["simulate", *flags, "--memory-rule", rule])
-        assert cli.exit_code == 0, cli.output
-        out = json.loads(cli.output)
+        out = _simulate_json(*flags, "--memory-rule", rule)
         assert out["config"]["scheduler"]["memory_rule"] == rule
         kv[rule] = out["kv"]["capacity_tokens"]
     assert kv["vllm"] < kv["sglang"] < kv["tensorrt-llm"]
     bad = runner.invoke(app, ["simulate", *flags, "--memory-rule", "tgi"])
     assert bad.exit_code != 0 and "memory_rule" in bad.output
+
+
+def test_cli_engine_presets_start_from_each_engines_defaults() -> None:
+    flags = ["--model", "qwen3-8b", "--gpu", "h100-sxm", "--input-tokens", "200"]
+    flags += ["--output-tokens", "20", "--offline", "--num-requests", "8", "--json"]
+    configs = {
+        engine: _simulate_json(*flags, "--engine", engine)["config"]["scheduler"]
+        for engine in ("vllm", "sglang", "tensorrt-llm")
+    }
+    assert configs["vllm"]["max_num_seqs"] == 1024 and configs["vllm"]["memory_rule"] == "vllm"
+    assert configs["sglang"]["gpu_memory_utilization"] == 0.88  # mem_fraction_static at TP 1
+    assert configs["sglang"]["memory_rule"] == "sglang"
+    trt = configs["tensorrt-llm"]
+    assert trt["capacity_policy"] == "guaranteed_no_evict" and trt["max_num_seqs"] == 2048
+    # the flags still override the preset
+    out = _simulate_json(*flags, "--engine", "sglang", "--max-num-seqs", "64")
+    assert out["config"]["scheduler"]["max_num_seqs"] == 64
+    bad = runner.invoke(app, ["simulate", *flags, "--engine", "tgi"])
+    assert bad.exit_code != 0 and "engine" in bad.output and "tensorrt-llm" in bad.output

@@ -18,21 +18,15 @@ draw uniform lengths; otherwise fixed lengths at the row's mean (`isl_mean`/`osl
 the source or from its totals), since ShareGPT and early-stopping random rows have no fixed
 length. Rows with neither are skipped.
 
-Engine settings the sources do not restate are the engines' own defaults, overridden by flags
-found in the row's notes (the serving command):
-- vLLM >= 0.10 API server: max_num_seqs 1024 and 8192 batched tokens on GPUs of >= 70 GiB other
-  than A100, else 256 and 2048 (vllm/engine/arg_utils.py `get_batch_defaults`);
-  gpu_memory_utilization 0.9. Flags: --max-num-seqs, --max-num-batched-tokens,
-  --gpu-memory-utilization.
-- SGLang: chunked_prefill_size 8192 on H100/H200/A100; mem_fraction_static 0.88/0.87/0.85/0.81
-  at TP 1/2/4/8 (sglang/srt/server_args.py); running requests bounded by the KV pool (capped
-  here at 4096). Flags: --chunked-prefill-size, --mem-fraction-static, --max-running-requests.
-- TensorRT-LLM (trtllm-serve): max_batch_size 2048, max_num_tokens 8192, KV fraction 0.9 of free
-  memory, the guaranteed-no-evict capacity policy (KV for a request's whole length at
-  admission). Flags: --max_batch_size, --max_num_tokens.
+Engine settings the sources do not restate are the engines' own defaults
+(`tokenprobe.sim.engines.engine_defaults`, which says where each comes from), overridden by
+flags found in the row's notes (the serving command): vLLM --max-num-seqs,
+--max-num-batched-tokens, --gpu-memory-utilization; SGLang --max-running-requests,
+--chunked-prefill-size, --mem-fraction-static; TensorRT-LLM --max_batch_size, --max_num_tokens.
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
-cache), so a preempted request finds its computed blocks again; TensorRT-LLM never preempts.
+cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again
+(TensorRT-LLM never preempts).
 A row that publishes a median ITL is predicted by the median gap between the tokens of
 `ITL_TRACE_REQUESTS` traced requests (the typical step), not by the median TPOT (which also
 carries the prefills that stall a request). Rows marked COPIED BLOCK in their notes repeat
@@ -51,6 +45,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from tokenprobe.calibrate.observations import (
     Row,
@@ -65,9 +60,9 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.cost import Deployment
-from tokenprobe.cost.memory import SGLANG_RULE, TRTLLM_RULE, VLLM_RULE
 from tokenprobe.sim import simulate
-from tokenprobe.sim.base import GUARANTEED_NO_EVICT, MAX_UTILIZATION, SchedulerConfig, vllm_defaults
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.engines import engine_defaults
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
@@ -75,13 +70,6 @@ SIM_REQUESTS = 3000
 ITL_TRACE_REQUESTS = 500  # requests whose every token time is kept, for the median ITL
 MIN_OUTPUT_TOKENS = 8
 COPIED_BLOCK = "COPIED BLOCK"  # marks a row whose figures repeat another GPU's (data README)
-# engine defaults the sources do not restate (module docstring for where each comes from)
-SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
-SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
-SGLANG_CHUNKED_PREFILL_TOKENS = 8192  # H100/H200/A100
-TRTLLM_MAX_BATCH_SIZE = 2048
-TRTLLM_MAX_NUM_TOKENS = 8192
-TRTLLM_KV_FRACTION = 0.9
 # source tables as named in reports: the collection, then the engine (one table mixes engines)
 SOURCE_PREFIX = {
     "gpustack_performance_lab": "gpustack",
@@ -107,32 +95,27 @@ def _flag(notes: str, *names: str) -> float | None:
 
 
 def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
-    """The engine's default scheduler on this GPU, with the command's overrides (docstring)."""
-    policy, rule = MAX_UTILIZATION, VLLM_RULE
+    """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`), with the
+    serving command's overrides (module docstring)."""
+    base = engine_defaults(engine, dep.gpu, dep.tp)
     if engine == "sglang":
-        rule = SGLANG_RULE
-        seqs = _flag(notes, "--max-running-requests") or SGLANG_MAX_RUNNING
-        tokens = _flag(notes, "--chunked-prefill-size") or SGLANG_CHUNKED_PREFILL_TOKENS
-        util = _flag(notes, "--mem-fraction-static") or SGLANG_MEM_FRACTION.get(dep.tp, 0.81)
+        seqs = _flag(notes, "--max-running-requests")
+        tokens = _flag(notes, "--chunked-prefill-size")
+        util = _flag(notes, "--mem-fraction-static")
     elif engine == "tensorrt-llm":
-        seqs = _flag(notes, "--max_batch_size", "--max-batch-size") or TRTLLM_MAX_BATCH_SIZE
-        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens") or TRTLLM_MAX_NUM_TOKENS
-        util = TRTLLM_KV_FRACTION
-        policy = GUARANTEED_NO_EVICT  # trtllm-serve's default CapacitySchedulerPolicy
-        rule = TRTLLM_RULE
+        seqs = _flag(notes, "--max_batch_size", "--max-batch-size")
+        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens")
+        util = None
     else:
-        base = vllm_defaults(dep.gpu)
-        seqs = _flag(notes, "--max-num-seqs") or base.max_num_seqs
-        tokens = _flag(notes, "--max-num-batched-tokens") or base.max_num_batched_tokens
-        util = _flag(notes, "--gpu-memory-utilization") or base.gpu_memory_utilization
-    seqs, tokens = int(seqs), int(tokens)
-    return SchedulerConfig(
-        max_num_seqs=seqs,
-        max_num_batched_tokens=max(tokens, seqs),
-        gpu_memory_utilization=util,
-        capacity_policy=policy,
-        prefix_caching=policy == MAX_UTILIZATION,
-        memory_rule=rule,
+        seqs = _flag(notes, "--max-num-seqs")
+        tokens = _flag(notes, "--max-num-batched-tokens")
+        util = _flag(notes, "--gpu-memory-utilization")
+    max_seqs = int(seqs or base.max_num_seqs)
+    return replace(
+        base,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=max(int(tokens or base.max_num_batched_tokens), max_seqs),
+        gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
 
 

@@ -68,7 +68,7 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
     run_key,
 )
-from tokenprobe.calibrate.serving import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, serving_rows
+from tokenprobe.calibrate.serving import serving_rows
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
@@ -81,6 +81,7 @@ from tokenprobe.cost.memory import TRTLLM_RULE, max_context_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
+from tokenprobe.sim.engines import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS
 from tokenprobe.units import MILLI
 
 TRT_MODELS = {

@@ -17,8 +17,8 @@ from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import SchedulerConfig, SimResult, simulate
-from tokenprobe.sim.base import vllm_defaults
 from tokenprobe.sim.engine import ProgressFn
+from tokenprobe.sim.engines import ENGINES, engine_defaults
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
@@ -76,6 +76,13 @@ def simulate_cmd(
     ] = None,
     workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
     scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
+    engine: Annotated[
+        str,
+        typer.Option(
+            help=f"Whose defaults the server starts from: {', '.join(ENGINES)} (batch limits, "
+            "KV sizing, capacity policy; the flags below override them)"
+        ),
+    ] = "vllm",
     max_num_seqs: Annotated[
         int | None, typer.Option(help="vLLM's default: 1024 on >= 70 GiB GPUs but A100, else 256")
     ] = None,
@@ -164,7 +171,7 @@ def simulate_cmd(
             num_requests=num_requests,
             seed=seed,
             scheduler=scheduler,
-            config=flags.config(vllm_defaults(get_gpu(gpu))),
+            config=flags.config(engine_defaults(engine, get_gpu(gpu), tp)),
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
             progress=progress,

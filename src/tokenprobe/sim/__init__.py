@@ -1,6 +1,7 @@
 """The serving simulator (requirements S1-S3): a vLLM-like server on the cost model.
 
 engine.py      heapq event loop: arrivals, step completions, idle power
+engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-LLM)
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
 kv.py          the paged KV block pool and the shared-prefix cache

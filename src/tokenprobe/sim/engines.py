@@ -1,0 +1,65 @@
+"""What each serving engine sets up by default, as a `SchedulerConfig` (`simulate --engine`).
+
+- vllm (`vllm serve`, v1 engine): `vllm_defaults` (sim/base.py): 1024 sequences and 8192
+  batched tokens on GPUs of >= 70 GiB other than A100, else 256 and 2048; gpu_memory_utilization
+  0.9 of HBM less weights and the profile run; prefix caching on; preempt the newest when short.
+- sglang (`sglang.launch_server`): chunked_prefill_size by GPU memory, 16384 from 160 GiB
+  (B200, MI300X), 8192 from 60 GiB (H100, H200, A100 80 GB), 4096 from 35 GiB, else 2048;
+  mem_fraction_static 0.88/0.87/0.85/0.81 at TP 1/2/4/8 (0.81 beyond), the share of HBM for
+  weights + KV, activations in the rest (sglang/srt/server_args.py); running requests bounded
+  by the KV pool (`SGLANG_MAX_RUNNING` caps them for the simulator); the radix cache keeps
+  prompts, so a retracted request finds them again.
+- tensorrt-llm (`trtllm-serve`, 1.x): max_batch_size 2048, max_num_tokens 8192; the KV cache
+  takes free_gpu_memory_fraction 0.9 of the memory free once the engine is loaded; the
+  guaranteed-no-evict capacity scheduler (KV for a request's whole length at admission, never
+  preempt); KV block reuse on (KvCacheConfig enable_block_reuse).
+These are what the collected serving benchmarks ran (benchmarks/data), which replay them with
+the flags of each serving command on top (`tokenprobe.calibrate.serving`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenprobe.cost.memory import SGLANG_RULE, TRTLLM_RULE
+from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import GpuSpec
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, vllm_defaults
+from tokenprobe.units import GiB
+
+ENGINES = ("vllm", "sglang", "tensorrt-llm")
+SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
+SGLANG_MEM_FRACTION_BEYOND = 0.81
+SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
+# chunked_prefill_size by GPU memory: (at least this many bytes, tokens), largest first
+SGLANG_CHUNKED_PREFILL = ((160 * GiB, 16384), (60 * GiB, 8192), (35 * GiB, 4096), (0.0, 2048))
+TRTLLM_MAX_BATCH_SIZE = 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
+TRTLLM_KV_FRACTION = 0.9
+
+
+def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) -> SchedulerConfig:
+    """The scheduler `engine` sets up on `tp` GPUs of this kind, with `overrides` (fields)."""
+    if engine == "vllm":
+        return vllm_defaults(gpu, **overrides)
+    if engine == "sglang":
+        chunk = next(t for low, t in SGLANG_CHUNKED_PREFILL if gpu.hbm_bytes >= low)
+        fields: dict[str, Any] = {
+            "max_num_seqs": SGLANG_MAX_RUNNING,
+            "max_num_batched_tokens": max(chunk, SGLANG_MAX_RUNNING),
+            "gpu_memory_utilization": SGLANG_MEM_FRACTION.get(tp, SGLANG_MEM_FRACTION_BEYOND),
+            "memory_rule": SGLANG_RULE,
+            "prefix_caching": True,
+        }
+    elif engine == "tensorrt-llm":
+        fields = {
+            "max_num_seqs": TRTLLM_MAX_BATCH_SIZE,
+            "max_num_batched_tokens": TRTLLM_MAX_NUM_TOKENS,
+            "gpu_memory_utilization": TRTLLM_KV_FRACTION,
+            "memory_rule": TRTLLM_RULE,
+            "capacity_policy": GUARANTEED_NO_EVICT,
+            "prefix_caching": True,
+        }
+    else:
+        raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+    return SchedulerConfig(**{**fields, **overrides})
