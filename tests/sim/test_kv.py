@@ -77,3 +77,17 @@ def test_without_prefix_caching_nothing_is_retained() -> None:
     pool.allocate(6)
     pool.free(6, retain_seq=1, retained=6)
     assert pool.retained(1) == 0 and pool.cached_free_blocks == 0 and pool.reclaim(1, 6) == 0
+
+
+def test_free_order_is_tracked_only_while_a_cached_run_waits() -> None:
+    """Behind no cached run, freed blocks are as good as never-used ones: nothing is tracked,
+    so a run without preemptions pays nothing for prefix caching."""
+    pool = BlockPool(20, block_size=16, prefix_caching=True)
+    pool.allocate(10)
+    pool.free(4)
+    assert not pool._runs  # nothing cached: no order kept
+    pool.free(4, retain_seq=3, retained=4)
+    pool.free(2)  # behind request 3's run
+    assert pool.retained(3) == 4 and pool._run_blocks == 6
+    assert pool.reclaim(3, 4) == 4
+    assert not pool._runs and pool._run_blocks == 0  # no cached run left: order forgotten

@@ -15,11 +15,12 @@ freed tail first, so its last blocks go first). Two kinds of cached KV are found
   but its blocks stay cached, so on readmission `get_computed_blocks` skips what is left of them
   (`reclaim`).
 The free queue is kept as runs of blocks in free order (`_runs`): cached runs, and anonymous runs
-of blocks freed by finished requests (cached too in vLLM, but nothing here asks for them again);
-blocks never used since start come before all runs. Allocation consumes from the front: a
-preempted request's run loses its tail blocks first (its prefix stays findable), a shared prefix
-touched there is dropped whole. Counts only: the simulator never needs block ids. Without prefix
-caching nothing is kept and no runs are tracked.
+of blocks freed by finished requests (cached too in vLLM, but nothing here asks for them again)
+behind them; free blocks outside the runs (never used, or freed while no cached run waited)
+come first. With no cached run, order does not matter and nothing is tracked. Allocation
+consumes from the front: a preempted request's run loses its tail blocks first (its prefix
+stays findable), a shared prefix touched there is dropped whole. Counts only: the simulator
+never needs block ids. Without prefix caching nothing is kept and no runs are tracked.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class BlockPool:
         self._run_blocks += blocks
 
     def _push_anon(self, blocks: int) -> None:
-        if blocks <= 0:
+        # behind no cached run, a freed block is as good as a never-used one: nothing to track
+        if blocks <= 0 or not self.cached_free_blocks:
             return
         if self._runs:
             last = next(reversed(self._runs))
@@ -131,13 +133,20 @@ class BlockPool:
                 self._run_blocks -= taken
                 if key[0] == SEQ:
                     self.cached_free_blocks -= taken
-                return
+                break
             del self._runs[key]  # the whole run (a prefix is only found whole)
             self._run_blocks -= blocks
             if key[0] != ANON:
                 self.cached_free_blocks -= blocks
             if key[0] == GROUP:
                 del self._prefixes[key[1]]
+        self._forget_order_if_uncached()
+
+    def _forget_order_if_uncached(self) -> None:
+        """With no cached run left, the order of the other free blocks no longer matters."""
+        if not self.cached_free_blocks and self._runs:
+            self._runs.clear()
+            self._run_blocks = 0
 
     # ------------------------------------------------------------ preempted requests
 
@@ -152,6 +161,7 @@ class BlockPool:
             return 0
         self._run_blocks -= held
         self.cached_free_blocks -= held
+        self._forget_order_if_uncached()
         hit = min(held, blocks)
         self.used_blocks += hit
         self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
@@ -177,6 +187,7 @@ class BlockPool:
             del self._runs[(GROUP, group)]
             self._run_blocks -= entry.blocks
             self.cached_free_blocks -= entry.blocks
+            self._forget_order_if_uncached()
             self.used_blocks += entry.blocks
             self.pinned_blocks += entry.blocks
             self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
