@@ -158,6 +158,12 @@ def test_inflight_context_is_length_biased_and_bounded_by_the_kv_cache() -> None
     cap = max_context_tokens(gpt, 2047)
     assert 900 < cap < 1300
     assert inflight_context_tokens(gpt, 2047, 300, 2379) == cap
+    # reasoning outputs spread less (TASK_OUTPUT_CV, inferred from ITL-vs-batch slopes):
+    # CV 0.5 holds (1 + 0.25) / 2 of the mean output in flight
+    from tokenprobe.calibrate.sources import TASK_OUTPUT_CV
+
+    assert TASK_OUTPUT_CV["gpqa"] == 0.5 and TASK_OUTPUT_CV["lm-arena-chat"] == 1.0
+    assert inflight_context_tokens(llama, 8, 300, 8000, 0.5) == pytest.approx(5300)
     # the bound is tight: one more token per sequence overflows the free KV memory
     from tokenprobe.cost.memory import MemoryBudget, memory_report
 

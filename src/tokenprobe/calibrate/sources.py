@@ -20,8 +20,10 @@ Mappings and assumptions (stated, not fitted):
   long), so the median step's prefill is the median of that compound sum
   (`compound_poisson_exp_median`): 0 below batch/OSL = ln 2, 35 tokens at 0.77 and 330-token
   prompts, not a whole mean prompt. The decoding sequences' mean context is length-biased
-  (`inflight_context_tokens`): outputs are taken as exponential (CV 1), so the tokens generated
-  so far average the mean output, bounded by what the KV cache holds for that batch. Input
+  (`inflight_context_tokens`): chat and code outputs are taken as exponential (CV 1), so the
+  tokens generated so far average the mean output, reasoning outputs as less spread (CV 0.5,
+  inferred from the ITL-vs-batch slopes: TASK_OUTPUT_CV), bounded by what the KV cache holds
+  for that batch. Input
   lengths are not published: ISL is assumed per task (TASK_ISL). Parallelism is read from the
   benchmark's own launch configs (github:ml-energy/benchmark@c1d6557,
   configs/vllm/<task>/<model>/H100/monolithic.config.yaml and
@@ -124,9 +126,21 @@ MLENERGY_FIELDS = (
 # gpqa (one question + four choices, 300) keeps the first assumption: its KV-bound runs are
 # bound by their long reasoning outputs, which leave nothing to infer the prompt from.
 TASK_ISL = {"lm-arena-chat": 330, "gpqa": 300, "sourcegraph-fim": 1450}
-# Output lengths taken as exponential (coefficient of variation 1): natural chat and reasoning
-# lengths are right-skewed with a spread about their mean; the one published moment is the mean.
+# Coefficient of variation of output lengths (the one published moment is the mean). Chat and
+# code: exponential (CV 1), right-skewed natural lengths. Reasoning (gpqa): 0.5, inferred, not
+# fitted, from how median ITL grows with batch. Each added sequence costs its context's KV read;
+# the dense Qwen3 models ran both tasks on the same GPUs, and gpqa's slope exceeds chat's by 0.20
+# ms (8B), 0.19 ms (14B) and 0.24 ms (32B, 2 GPUs) a sequence (ITL at batch 8 vs 32). Even read
+# at the HBM peak, that is 4.5k, 4.0k and 6.1k tokens more than chat's ISL + OSL, so the tokens
+# generated so far are at most 0.66 x (8B, 14B) and 0.95 x (32B) the mean output, where CV 1
+# says 1.0 x: reasoning lengths spread less (CV <= 0.57 from the first two). Length-biased, a
+# sequence holds OSL (1 + CV²)/2 generated tokens: 0.625 x OSL at CV 0.5.
 OUTPUT_LENGTH_CV = 1.0
+TASK_OUTPUT_CV = {
+    "lm-arena-chat": OUTPUT_LENGTH_CV,
+    "gpqa": 0.5,
+    "sourcegraph-fim": OUTPUT_LENGTH_CV,
+}
 # vLLM's default, which ML.ENERGY's configs keep (the simulator's SchedulerConfig default)
 VLLM_GPU_MEMORY_UTILIZATION = SchedulerConfig().gpu_memory_utilization
 
@@ -186,23 +200,27 @@ def compound_poisson_exp_median(rate: float, mean_size: float) -> float:
     return hi
 
 
-def inflight_context_tokens(dep: Deployment, batch: float, isl: float, osl: float) -> float:
+def inflight_context_tokens(
+    dep: Deployment, batch: float, isl: float, osl: float, cv: float = OUTPUT_LENGTH_CV
+) -> float:
     """Mean context of a sequence in a full continuous batch (module docstring, ML.ENERGY).
 
     A request of output length L stays L steps in the batch, so the batch samples requests in
     proportion to L and the tokens generated so far average E[L²] / (2 E[L]) = osl (1 + CV²) / 2,
-    not osl / 2; CV = OUTPUT_LENGTH_CV. No batch holds more than the KV cache: at vLLM's
-    default gpu_memory_utilization, `batch` sequences hold at most `max_context_tokens` each
+    not osl / 2; `cv` is the task's (TASK_OUTPUT_CV). No batch holds more than the KV cache: at
+    vLLM's default gpu_memory_utilization, `batch` sequences hold at most `max_context_tokens` each
     (the long-reasoning runs are KV-bound).
     """
-    generated = osl * (1 + OUTPUT_LENGTH_CV**2) / 2
+    generated = osl * (1 + cv**2) / 2
     return min(isl + generated, max_context_tokens(dep, batch, VLLM_GPU_MEMORY_UTILIZATION))
 
 
-def _steady_state(dep: Deployment, batch: float, isl: float, osl: float) -> dict[str, float]:
+def _steady_state(
+    dep: Deployment, batch: float, isl: float, osl: float, cv: float = OUTPUT_LENGTH_CV
+) -> dict[str, float]:
     """ML.ENERGY's steady state (see module docstring): the mean step prices energy and power,
     the median step the median ITL."""
-    ctx = round(inflight_context_tokens(dep, batch, isl, osl))
+    ctx = round(inflight_context_tokens(dep, batch, isl, osl, cv))
     joins = batch / osl  # requests finishing, and so joining, per step
 
     def step(prefill: int, seqs: int) -> StepCost:
@@ -340,11 +358,13 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     osl = float_field(row, "osl_mean")
     if batch is None or osl is None:
         raise SkipRowError("no avg_batch_size or osl_mean")
-    isl = float(TASK_ISL[_task(row)])
+    task = _task(row)
+    isl = float(TASK_ISL[task])
     measured = measured_fields(row, MLENERGY_FIELDS)
     source = "mlenergy_v3"
     engine = engine_name(row["engine"], row.get("engine_version", ""))
-    predict = functools.partial(_steady_state, batch=batch, isl=isl, osl=osl)
+    cv = TASK_OUTPUT_CV[task]
+    predict = functools.partial(_steady_state, batch=batch, isl=isl, osl=osl, cv=cv)
     label = f"{row['model']} {gpus}gpu B{batch:.0f}"
     yield Row(source, run_key(source, engine, model, dep), engine, label, dep, measured, predict)
 
