@@ -6,7 +6,7 @@ Per step (vllm/v1/core/sched/scheduler.py, `schedule`), with a budget of max_num
    preempts the *most recently admitted* running request (possibly itself): its blocks are freed
    and it goes back to the *front* of the waiting queue, to recompute prompt + generated tokens
    (with prefix caching, vLLM v1's default, only those whose blocks other requests have taken
-   from the free queue meanwhile: `BlockPool.retain` / `reclaim`).
+   from the free queue meanwhile: `BlockPool.free(retain_seq=...)`, `reclaim`).
 2. Only if nothing was preempted: waiting requests in FIFO order while the budget, max_num_seqs
    and free blocks allow (prefix-cache hits skip their cached blocks). Without chunked prefill a
    prompt that does not fit in the remaining budget waits (a recomputation after preemption is

@@ -46,6 +46,8 @@ def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) ->
         chunk = next(t for low, t in SGLANG_CHUNKED_PREFILL if gpu.hbm_bytes >= low)
         fields: dict[str, Any] = {
             "max_num_seqs": SGLANG_MAX_RUNNING,
+            # the simulator's step budget covers prefill chunk and decodes; SGLang's chunk
+            # bounds the prefill alone, so the budget must also let every running request decode
             "max_num_batched_tokens": max(chunk, SGLANG_MAX_RUNNING),
             "gpu_memory_utilization": SGLANG_MEM_FRACTION.get(tp, SGLANG_MEM_FRACTION_BEYOND),
             "memory_rule": SGLANG_RULE,

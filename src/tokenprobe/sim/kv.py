@@ -11,9 +11,9 @@ freed tail first, so its last blocks go first). Two kinds of cached KV are found
 - a shared prompt prefix: requests of one `prefix_group` share their first `prefix_tokens`
   tokens (a common system prompt); its full blocks are computed once, pinned while any request
   uses them (reference count), and put at the back of the free queue when unused;
-- a preempted request's own computed blocks (`retain`): vLLM v1 recomputes a preempted request,
-  but its blocks stay cached, so on readmission `get_computed_blocks` skips what is left of them
-  (`reclaim`).
+- a preempted request's own computed blocks (`free(retain_seq=...)`): vLLM v1 recomputes a
+  preempted request, but its blocks stay cached, so on readmission `get_computed_blocks` skips
+  what is left of them (`reclaim`).
 The free queue is kept as runs of blocks in free order (`_runs`): cached runs, and anonymous runs
 of blocks freed by finished requests (cached too in vLLM, but nothing here asks for them again)
 behind them; free blocks outside the runs (never used, or freed while no cached run waited)
