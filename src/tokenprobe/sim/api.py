@@ -21,8 +21,9 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim.base import SchedulerConfig, StepPlan, vllm_defaults
+from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
+from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.schedulers import SCHEDULERS

@@ -10,14 +10,12 @@ the requests that finished. Adding a scheduler is one class plus one entry in `S
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from tokenprobe.cost.memory import MEMORY_RULES, VLLM_RULE
 from tokenprobe.errors import ConfigError
-from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
-from tokenprobe.units import GiB
 
 MAX_UTILIZATION = "max_utilization"
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
@@ -27,8 +25,8 @@ CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """Server settings, named as in vLLM (`vllm serve` V1 engine). The class defaults are a
-    fixed pair; `vllm_defaults(gpu)` gives what `vllm serve` itself picks on a given GPU, which is
-    what `simulate` uses when no config is passed.
+    fixed pair; `sim.engines.vllm_defaults(gpu)` gives what `vllm serve` itself picks on a given
+    GPU, which is what `simulate` uses when no config is passed (`engine_defaults` for others).
 
     max_num_seqs: sequences in one step.
     max_num_batched_tokens: tokens (prefill + decode) per step.
@@ -74,28 +72,6 @@ class SchedulerConfig:
             raise ConfigError(
                 "capacity_policy", self.capacity_policy, f"one of {', '.join(CAPACITY_POLICIES)}"
             )
-
-
-# vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB
-# other than A100 get 1024 sequences and 8192 batched tokens; others (A100: a larger budget
-# lowered its throughput, vLLM PR #17885) 256 and 2048.
-VLLM_BIG_GPU_BYTES = 70 * GiB
-VLLM_BIG_DEFAULTS = (1024, 8192)
-VLLM_SMALL_DEFAULTS = (256, 2048)
-
-
-def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
-    """The scheduler `vllm serve` sets up on this GPU, with `overrides` (SchedulerConfig fields).
-    The V1 engine also turns prefix caching on by default (`enable_prefix_caching`)."""
-    big = gpu.hbm_bytes >= VLLM_BIG_GPU_BYTES and not gpu.name.startswith("a100")
-    seqs, tokens = VLLM_BIG_DEFAULTS if big else VLLM_SMALL_DEFAULTS
-    fields = {
-        "max_num_seqs": seqs,
-        "max_num_batched_tokens": tokens,
-        "prefix_caching": True,
-        **overrides,
-    }
-    return SchedulerConfig(**fields)
 
 
 class StepPlan(NamedTuple):

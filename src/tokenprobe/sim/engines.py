@@ -1,6 +1,6 @@
 """What each serving engine sets up by default, as a `SchedulerConfig` (`simulate --engine`).
 
-- vllm (`vllm serve`, v1 engine): `vllm_defaults` (sim/base.py): 1024 sequences and 8192
+- vllm (`vllm serve`, v1 engine): `vllm_defaults`: 1024 sequences and 8192
   batched tokens on GPUs of >= 70 GiB other than A100, else 256 and 2048; gpu_memory_utilization
   0.9 of HBM less weights and the profile run; prefix caching on; preempt the newest when short.
 - sglang (`sglang.launch_server`): chunked_prefill_size by GPU memory, 16384 from 160 GiB
@@ -19,49 +19,76 @@ the flags of each serving command on top (`tokenprobe.calibrate.serving`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tokenprobe.cost.memory import SGLANG_RULE, TRTLLM_RULE
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
-from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, vllm_defaults
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
 from tokenprobe.units import GiB
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm")
 SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
 SGLANG_MEM_FRACTION_BEYOND = 0.81
 SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
-# chunked_prefill_size by GPU memory: (at least this many bytes, tokens), largest first
-SGLANG_CHUNKED_PREFILL = ((160 * GiB, 16384), (60 * GiB, 8192), (35 * GiB, 4096), (0.0, 2048))
-TRTLLM_MAX_BATCH_SIZE = 2048
-TRTLLM_MAX_NUM_TOKENS = 8192
-TRTLLM_KV_FRACTION = 0.9
+# chunked_prefill_size by GPU memory: (at least this many HBM bytes, tokens), largest first
+SGLANG_CHUNK_TOKENS_BY_HBM_BYTES = (
+    (160 * GiB, 16384),
+    (60 * GiB, 8192),
+    (35 * GiB, 4096),
+    (0.0, 2048),
+)
+# trtllm-serve 1.x: the same on every GPU
+TRTLLM_SERVE = SchedulerConfig(
+    max_num_seqs=2048,  # max_batch_size
+    max_num_batched_tokens=8192,  # max_num_tokens
+    gpu_memory_utilization=0.9,  # KvCacheConfig free_gpu_memory_fraction
+    memory_rule=TRTLLM_RULE,
+    capacity_policy=GUARANTEED_NO_EVICT,
+    prefix_caching=True,  # enable_block_reuse
+)
+
+
+# vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB
+# other than A100 get 1024 sequences and 8192 batched tokens; others (A100: a larger budget
+# lowered its throughput, vLLM PR #17885) 256 and 2048.
+VLLM_BIG_GPU_BYTES = 70 * GiB
+VLLM_BIG_DEFAULTS = (1024, 8192)
+VLLM_SMALL_DEFAULTS = (256, 2048)
+
+
+def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
+    """The scheduler `vllm serve` sets up on this GPU, with `overrides` (SchedulerConfig fields).
+    The V1 engine also turns prefix caching on by default (`enable_prefix_caching`)."""
+    big = gpu.hbm_bytes >= VLLM_BIG_GPU_BYTES and not gpu.name.startswith("a100")
+    seqs, tokens = VLLM_BIG_DEFAULTS if big else VLLM_SMALL_DEFAULTS
+    fields = {
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": tokens,
+        "prefix_caching": True,
+        **overrides,
+    }
+    return SchedulerConfig(**fields)
 
 
 def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) -> SchedulerConfig:
     """The scheduler `engine` sets up on `tp` GPUs of this kind, with `overrides` (fields)."""
     if engine == "vllm":
         return vllm_defaults(gpu, **overrides)
-    if engine == "sglang":
-        chunk = next(t for low, t in SGLANG_CHUNKED_PREFILL if gpu.hbm_bytes >= low)
-        fields: dict[str, Any] = {
-            "max_num_seqs": SGLANG_MAX_RUNNING,
-            # the simulator's step budget covers prefill chunk and decodes; SGLang's chunk
-            # bounds the prefill alone, so the budget must also let every running request decode
-            "max_num_batched_tokens": max(chunk, SGLANG_MAX_RUNNING),
-            "gpu_memory_utilization": SGLANG_MEM_FRACTION.get(tp, SGLANG_MEM_FRACTION_BEYOND),
-            "memory_rule": SGLANG_RULE,
-            "prefix_caching": True,
-        }
-    elif engine == "tensorrt-llm":
-        fields = {
-            "max_num_seqs": TRTLLM_MAX_BATCH_SIZE,
-            "max_num_batched_tokens": TRTLLM_MAX_NUM_TOKENS,
-            "gpu_memory_utilization": TRTLLM_KV_FRACTION,
-            "memory_rule": TRTLLM_RULE,
-            "capacity_policy": GUARANTEED_NO_EVICT,
-            "prefix_caching": True,
-        }
-    else:
+    if engine == "tensorrt-llm":
+        return replace(TRTLLM_SERVE, **overrides)
+    if engine != "sglang":
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
-    return SchedulerConfig(**{**fields, **overrides})
+    chunk = next(t for low, t in SGLANG_CHUNK_TOKENS_BY_HBM_BYTES if gpu.hbm_bytes >= low)
+    fields: dict[str, Any] = {
+        "max_num_seqs": SGLANG_MAX_RUNNING,
+        # the simulator's step budget covers prefill chunk and decodes; SGLang's chunk bounds
+        # the prefill alone, so the budget must also let every running request decode
+        "max_num_batched_tokens": max(chunk, SGLANG_MAX_RUNNING),
+        "gpu_memory_utilization": SGLANG_MEM_FRACTION.get(tp, SGLANG_MEM_FRACTION_BEYOND),
+        "memory_rule": SGLANG_RULE,
+        "prefix_caching": True,
+        **overrides,
+    }
+    return SchedulerConfig(**fields)

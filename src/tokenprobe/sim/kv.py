@@ -60,7 +60,7 @@ class BlockPool:
     peak_used_blocks: int = 0
     _prefixes: dict[int, _Prefix] = field(default_factory=dict)
     _runs: OrderedDict[tuple[str, int], int] = field(default_factory=OrderedDict)  # free queue
-    _run_blocks: int = 0  # blocks in `_runs`; free blocks beyond them were never used
+    _run_blocks: int = 0  # blocks in `_runs`; the free blocks outside them come first
     _anon_id: int = 0
     cached_free_blocks: int = 0
     pinned_blocks: int = 0  # blocks of prefixes in use (refs > 0), part of used_blocks
@@ -142,6 +142,14 @@ class BlockPool:
                 del self._prefixes[key[1]]
         self._forget_order_if_uncached()
 
+    def _pop_run(self, key: tuple[str, int]) -> int:
+        """Take a cached run out of the free queue (it is reused or evicted); its blocks."""
+        blocks = self._runs.pop(key, 0)
+        self._run_blocks -= blocks
+        self.cached_free_blocks -= blocks
+        self._forget_order_if_uncached()
+        return blocks
+
     def _forget_order_if_uncached(self) -> None:
         """With no cached run left, the order of the other free blocks no longer matters."""
         if not self.cached_free_blocks and self._runs:
@@ -156,12 +164,9 @@ class BlockPool:
 
     def reclaim(self, seq: int, blocks: int) -> int:
         """Take back up to `blocks` of `seq`'s retained blocks as used; the rest stays free."""
-        held = self._runs.pop((SEQ, seq), 0)
+        held = self._pop_run((SEQ, seq))
         if not held:
             return 0
-        self._run_blocks -= held
-        self.cached_free_blocks -= held
-        self._forget_order_if_uncached()
         hit = min(held, blocks)
         self.used_blocks += hit
         self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
@@ -184,10 +189,7 @@ class BlockPool:
         if entry is None or entry.blocks != blocks:  # a shorter prompt: not the same blocks
             return 0
         if entry.refs == 0:  # cached but unused: its blocks leave the free queue again
-            del self._runs[(GROUP, group)]
-            self._run_blocks -= entry.blocks
-            self.cached_free_blocks -= entry.blocks
-            self._forget_order_if_uncached()
+            self._pop_run((GROUP, group))
             self.used_blocks += entry.blocks
             self.pinned_blocks += entry.blocks
             self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
