@@ -18,7 +18,7 @@ from tokenprobe.calibrate.profiler import (
     profile_gpu,
     write_profile_run,
 )
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, check_out_file, console, guarded, print_json
 
 
 def _table(cal: Calibration) -> Table:
@@ -80,6 +80,8 @@ def calibrate(
     (split by run or source, never by row); --out writes the fitted profile."""
 
     def work() -> None:
+        if out:
+            check_out_file(out)
         params = check_parameters(param) if param else list(DEFAULT_PARAMETERS)
         given = {"model": model, "gpu": gpu, "tp": tp, "weight_dtype": weight_dtype}
         overrides = {k: v for k, v in given.items() if v is not None}
@@ -117,7 +119,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 @app.command()
 def profile(
     model: Annotated[str, typer.Option(help="Catalog model, HF id or config.json")],
-    dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
+    dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16 or fp16")] = "bf16",
     batches: Annotated[
         str, typer.Option(help="Decode batch sizes, comma-separated")
     ] = "1,8,32,128",

@@ -14,7 +14,9 @@ from tokenprobe.units import GIGA, TERA, GiB
 
 
 @app.command("models")
-def models_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def models_cmd(
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
     """List the built-in models with their parameter counts and KV bytes per token."""
     rows: list[dict[str, Any]] = []
     for name in catalog_names():
@@ -61,7 +63,9 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> Non
 
 
 @app.command("gpus")
-def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def gpus_cmd(
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+) -> None:
     """List the hardware catalog: dense peaks, HBM, power, links."""
     rows: list[dict[str, Any]] = []
     for name in gpu_names():

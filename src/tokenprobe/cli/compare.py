@@ -98,9 +98,13 @@ def compare_cmd(
         list[Path] | None, typer.Argument(help="Run folders to compare (instead of estimates)")
     ] = None,
     model: Annotated[str, typer.Option(help="Catalog name(s), comma-separated")] = "llama-3.1-8b",
-    gpus: Annotated[str, typer.Option(help="GPU names, comma-separated")] = "h100-sxm",
-    weight_dtypes: Annotated[str, typer.Option(help="Weight dtypes, comma-separated")] = "bf16",
-    kv_dtypes: Annotated[str | None, typer.Option(help="KV dtypes, comma-separated")] = None,
+    gpus: Annotated[str, typer.Option("--gpu", help="GPU name(s), comma-separated")] = "h100-sxm",
+    weight_dtypes: Annotated[
+        str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
+    ] = "bf16",
+    kv_dtypes: Annotated[
+        str | None, typer.Option("--kv-dtype", help="KV dtype(s), comma-separated")
+    ] = None,
     tp: Annotated[str, typer.Option(help="Tensor-parallel degrees, comma-separated")] = "1",
     batch: Annotated[str, typer.Option(help="Batch sizes, comma-separated")] = "1",
     input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
@@ -119,9 +123,9 @@ def compare_cmd(
     def build() -> list[tuple[str, dict[str, Any]]]:
         axes: dict[str, list[Any]] = {
             "model": _split(model, "model"),
-            "gpu": _split(gpus, "gpus"),
-            "weight_dtype": _split(weight_dtypes, "weight_dtypes"),
-            "kv_dtype": _split(kv_dtypes, "kv_dtypes") if kv_dtypes else [None],
+            "gpu": _split(gpus, "gpu"),
+            "weight_dtype": _split(weight_dtypes, "weight_dtype"),
+            "kv_dtype": _split(kv_dtypes, "kv_dtype") if kv_dtypes else [None],
             "tp": _ints(tp, "tp"),
             "batch": _ints(batch, "batch"),
         }

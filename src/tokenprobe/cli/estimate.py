@@ -61,9 +61,15 @@ def estimate_cmd(
     ] = 0.9,
     pue: Annotated[float, typer.Option(help="Facility power usage effectiveness")] = 1.0,
     server_overhead: Annotated[
-        float, typer.Option(help="Host power (CPU, DRAM, fans) as a fraction of GPU power")
+        float,
+        typer.Option(
+            "--server-overhead-fraction",
+            help="Host power (CPU, DRAM, fans) as a fraction of GPU power",
+        ),
     ] = 0.0,
-    electricity_usd_per_kwh: Annotated[float | None, typer.Option()] = None,
+    electricity_usd_per_kwh: Annotated[
+        float | None, typer.Option(help="Electricity price, USD per kWh")
+    ] = None,
     gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
     host: Annotated[str, typer.Option(help="Host from the catalog (CPU, DRAM, NVMe, NIC)")] = (
         "default"

@@ -38,39 +38,51 @@ def parse_prices(text: str | None) -> dict[str, float]:
     """`h100-sxm=2.5,a100-sxm-80gb=1.6` -> {gpu: USD per GPU-hour}."""
     if not text:
         return {}
-    items = _split(text, "price_per_gpu_hour")
-    return parse_overrides(items, "price_per_gpu_hour", example="h100-sxm=2.5")
+    items = _split(text, "gpu_hour_usd")
+    return parse_overrides(items, "gpu_hour_usd", example="h100-sxm=2.5")
 
 
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")],
-    rate: Annotated[float, typer.Option(help="Requests per second to serve")],
-    slo_ttft_p90: Annotated[float | None, typer.Option(help="p90 TTFT bound, seconds")] = None,
-    slo_tpot_p90: Annotated[float | None, typer.Option(help="p90 TPOT bound, seconds")] = None,
-    input_tokens: Annotated[int, typer.Option()] = 512,
-    output_tokens: Annotated[int, typer.Option()] = 256,
+    rate: Annotated[float, typer.Option(help="Requests per second to serve (Poisson)")],
+    slo_ttft_p90: Annotated[
+        float | None,
+        typer.Option("--slo-ttft-s", help="TTFT bound in s, met by the p90 of simulated requests"),
+    ] = None,
+    slo_tpot_p90: Annotated[
+        float | None,
+        typer.Option("--slo-tpot-s", help="TPOT bound in s, met by the p90 of simulated requests"),
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
     workload: Annotated[
         str | None, typer.Option(help="Workload TOML/JSON: its length distributions are used")
     ] = None,
-    gpus: Annotated[str, typer.Option(help="Comma-separated GPU names")] = DEFAULT_GPUS,
-    dtypes: Annotated[str, typer.Option(help="Comma-separated weight dtypes")] = "bf16,fp8",
+    gpus: Annotated[str, typer.Option("--gpu", help="GPU name(s), comma-separated")] = DEFAULT_GPUS,
+    dtypes: Annotated[
+        str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
+    ] = "bf16,fp8",
     tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
     max_num_seqs: Annotated[str, typer.Option(help="Comma-separated engine batch caps")] = "256",
     price_per_gpu_hour: Annotated[
-        str | None, typer.Option(help="USD per GPU-hour, e.g. h100-sxm=2.5,h200=3.5")
+        str | None,
+        typer.Option("--gpu-hour-usd", help="USD per GPU-hour by GPU, e.g. h100-sxm=2.5,h200=3.5"),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Processes (default: one per core)")] = None,
     ray: Annotated[
         str | None,
         typer.Option(help="Run candidates on a Ray cluster at ADDRESS ('local' starts one)"),
     ] = None,
-    num_requests: Annotated[int, typer.Option(help="Requests per simulation")] = 300,
+    num_requests: Annotated[
+        int,
+        typer.Option(help="Requests per simulated candidate (300: p90s decide feasibility)"),
+    ] = 300,
     profile: Annotated[
         str | None,
         typer.Option(help=PROFILE_HELP),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Search GPU x dtype x TP, check each with the simulator, print the cheapest that meet the
     SLOs (or the nearest miss)."""
@@ -82,7 +94,7 @@ def plan_cmd(
         else:
             in_len, out_len = fixed_lengths(input_tokens, output_tokens)
         cands = candidates(
-            _split(gpus, "gpus"), _split(dtypes, "dtypes"), _ints(tp, "tp"),
+            _split(gpus, "gpu"), _split(dtypes, "weight_dtype"), _ints(tp, "tp"),
             _ints(max_num_seqs, "max_num_seqs"),
         )  # fmt: skip
         req = PlanRequest(

@@ -89,7 +89,9 @@ def simulate_cmd(
     max_num_batched_tokens: Annotated[
         int | None, typer.Option(help="vLLM's default: 8192 on >= 70 GiB GPUs but A100, else 2048")
     ] = None,
-    no_chunked_prefill: Annotated[bool, typer.Option("--no-chunked-prefill")] = False,
+    no_chunked_prefill: Annotated[
+        bool, typer.Option("--no-chunked-prefill", help="Prefill each prompt in one step")
+    ] = False,
     prefix_caching: Annotated[
         bool | None,
         typer.Option(

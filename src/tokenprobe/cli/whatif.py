@@ -20,20 +20,24 @@ from tokenprobe.units import fmt_s
 def whatif_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
     gpu: Annotated[str, typer.Option(help="GPU name or TOML file")],
-    input_tokens: Annotated[int, typer.Option()] = 1024,
-    output_tokens: Annotated[int, typer.Option()] = 256,
-    batch: Annotated[int, typer.Option()] = 1,
-    num_gpus: Annotated[int | None, typer.Option()] = None,
-    tp: Annotated[int | None, typer.Option()] = None,
-    pp: Annotated[int, typer.Option()] = 1,
-    weight_dtype: Annotated[str, typer.Option()] = "bf16",
-    kv_dtype: Annotated[str | None, typer.Option()] = None,
+    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    batch: Annotated[int, typer.Option(help="Requests decoded together")] = 1,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    weight_dtype: Annotated[
+        str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
+    ] = "bf16",
+    kv_dtype: Annotated[
+        str | None, typer.Option(help="KV-cache dtype (default: by the weight dtype)")
+    ] = None,
     host: Annotated[str, typer.Option(help="Host from the catalog")] = "default",
     uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
         "capacity_output_tokens_per_s"
     ),
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Upgrade each resource by --uplift, one at a time, and rank the upgrades."""
 
