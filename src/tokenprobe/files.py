@@ -89,7 +89,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    # a plain ValueError too: tomllib lets int()'s "Exceeds the limit (4300 digits)" through
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise SchemaError(source, f"is not valid TOML: {exc}") from None
     except RecursionError:
         raise SchemaError(source, "is nested too deeply to be TOML tokenprobe reads") from None
