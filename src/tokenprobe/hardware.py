@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError, UnknownHardwareError
-from tokenprobe.files import parse_toml, read_toml
+from tokenprobe.files import names_a_file, parse_toml, read_toml
 from tokenprobe.precision import DTYPES, get_dtype
 from tokenprobe.units import BITS_PER_BYTE, GIGA, MEGA, MICRO, TERA, GiB, MiB
 
@@ -409,7 +409,7 @@ def get_gpu(name: str) -> GpuSpec:
     spec = _catalog().gpus.get(name) or _lookup(_normalize(name))
     if spec is not None:
         return spec
-    if name.endswith(".toml") or Path(name).is_file():
+    if name.endswith(".toml") or names_a_file(name):
         return _single_gpu_from_file(name)
     raise UnknownHardwareError(name, _hint_names(_normalize(name)))
 
@@ -452,7 +452,7 @@ def get_host(name: str = "default") -> HostSpec:
     host = _hosts().get(_normalize(name))
     if host is not None:
         return host
-    if name.endswith(".toml") or Path(name).is_file():
+    if name.endswith(".toml") or names_a_file(name):
         hosts = load_host_file(name)
         if len(hosts) != 1:
             names = ", ".join(h.name for h in hosts)

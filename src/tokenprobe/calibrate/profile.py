@@ -50,7 +50,7 @@ from typing import Any
 
 from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
 from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.files import parse_toml, read_text
+from tokenprobe.files import names_a_file, parse_toml, read_text
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
 ENGINE_KEYS = {"name": str, "version": str, "fitted_on": list, "notes": str}
@@ -279,7 +279,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     """A profile file (path) or a shipped profile by name (e.g. "vllm", "tensorrt-llm")."""
     text = str(name_or_path)
     path = Path(text)
-    if path.suffix == ".toml" or path.exists() or path.is_symlink():
+    if path.suffix == ".toml" or names_a_file(path):
         return parse_profile(read_text(path), text)
     known = shipped_profiles()
     if text not in known:

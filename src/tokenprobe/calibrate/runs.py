@@ -23,6 +23,7 @@ from tokenprobe.calibrate.observations import LoadResult, Row
 from tokenprobe.calibrate.sources import load_csv
 from tokenprobe.cost import Deployment, make_deployment
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
 from tokenprobe.records import CONFIG_FILE, read_run
 from tokenprobe.sim import simulate
@@ -137,9 +138,9 @@ def rows_from_run(directory: str | Path, overrides: Mapping[str, Any] | None = N
     knows the server's model name, not its GPU): model, gpu, tp, weight_dtype, kv_dtype, engine.
     """
     root = Path(directory)
-    if (root / PROFILE_CSV).exists():
+    if names_a_file(root / PROFILE_CSV):
         return load_csv(root / PROFILE_CSV)
-    if not (root / CONFIG_FILE).exists():
+    if not names_a_file(root / CONFIG_FILE):
         raise SchemaError(str(root), f"neither a run folder ({CONFIG_FILE}) nor {PROFILE_CSV}")
     result = LoadResult()
     try:
@@ -154,9 +155,9 @@ def load_inputs(paths: list[str | Path], overrides: Mapping[str, Any] | None = N
     out = LoadResult()
     for path in paths:
         p = Path(path)
-        if p.is_dir():
+        if names_a_file(p) and p.is_dir():
             out.extend(rows_from_run(p, overrides))
-        elif p.exists() or p.is_symlink():  # a dangling link: load_csv names it
+        elif names_a_file(p):  # a dangling link too: load_csv names it
             out.extend(load_csv(p))
         else:
             raise ConfigError("input", str(p), "a validation-schema CSV or a run folder")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tokenprobe.errors import SchemaError
-from tokenprobe.files import parse_json, read_json, read_text
+from tokenprobe.files import names_a_file, parse_json, read_json, read_text
 from tokenprobe.records.types import (
     RUN_KINDS,
     HostSample,
@@ -183,7 +183,7 @@ def update_run_folder(
 
 def _present(path: Path) -> bool:
     """True when something is at `path` (a dangling link too, so that it is reported)."""
-    return path.exists() or path.is_symlink()
+    return names_a_file(path)
 
 
 def _read_jsonl(
@@ -294,7 +294,7 @@ def read_run(directory: str | Path) -> Run:
     not valid: bad JSON, NaN/inf, a wrong type, a negative time or count (records/types.py).
     """
     root = Path(directory)
-    if not root.is_dir():
+    if not (names_a_file(root) and root.is_dir()):
         raise SchemaError(str(root), "is not a folder (a run folder holds config.json, ...)")
     doc = _read_config(root)
     warnings: list[str] = []
