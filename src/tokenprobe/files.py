@@ -68,6 +68,16 @@ def read_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) 
         ) from None
 
 
+def names_a_file(path: str | os.PathLike[str]) -> bool:
+    """True when something (a dangling link too) is at `path`; False where there is nothing or
+    the OS cannot say: Path.exists() and is_file() raise for a name over 255 bytes
+    (ENAMETOOLONG), which is what a long model or GPU name typed on a command line is."""
+    try:
+        return os.path.lexists(path)
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name
+        return False
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -89,7 +99,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    # a plain ValueError too: tomllib lets int()'s "Exceeds the limit (4300 digits)" through
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise SchemaError(source, f"is not valid TOML: {exc}") from None
     except RecursionError:
         raise SchemaError(source, "is nested too deeply to be TOML tokenprobe reads") from None
@@ -129,6 +140,7 @@ def finite(
 __all__ = [
     "MAX_FILE_BYTES",
     "finite",
+    "names_a_file",
     "parse_json",
     "parse_toml",
     "read_bytes",

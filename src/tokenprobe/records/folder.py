@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tokenprobe.errors import SchemaError
+from tokenprobe.files import names_a_file, parse_json, read_json, read_text
 from tokenprobe.records.types import (
     RUN_KINDS,
     HostSample,
@@ -172,15 +174,25 @@ def update_run_folder(
 
 
 # ---------------------------------------------------------------- reading
+#
+# Every file is read by tokenprobe.files: a folder, FIFO, dangling link, binary or non-UTF-8
+# file in place of one of a run's files is a SchemaError naming it, never a hang or a traceback.
+# JSON's NaN/Infinity are refused by files.parse_json; a number that overflows to inf (1e999)
+# and a value of the wrong type by the record types' from_dict (records/types.py).
+
+
+def _present(path: Path) -> bool:
+    """True when something is at `path` (a dangling link too, so that it is reported)."""
+    return names_a_file(path)
 
 
 def _read_jsonl(
     path: Path, parse: Callable[[Mapping[str, Any], str], _T], warnings: list[str]
 ) -> list[_T]:
     """Parse every line; a truncated *last* line (no newline, bad JSON) is skipped, with a note."""
-    if not path.exists():
+    if not _present(path):
         return []
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     lines = text.split("\n")
     out: list[_T] = []
     for number, line in enumerate(lines, start=1):
@@ -188,43 +200,77 @@ def _read_jsonl(
             continue
         where = f"{path}:{number}"
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
+            obj = parse_json(line, where)
+        except SchemaError:
             is_last = number == len(lines) and not text.endswith("\n")
             if is_last:
                 warnings.append(f"{where}: truncated last line skipped (writer killed?)")
                 continue
-            raise SchemaError(where, f"not valid JSON: {exc.msg}") from None
+            raise
         out.append(parse(obj, where))
     return out
 
 
+def _read_object(path: Path) -> dict[str, Any]:
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise SchemaError(str(path), f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
 def _read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
-    if not path.exists():
+    if not _present(path):
         raise SchemaError(str(path), "missing: not a tokenprobe run folder")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(str(path), f"not valid JSON: {exc.msg}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+    doc = _read_object(path)
+    if doc.get("format") != FORMAT_NAME:
         raise SchemaError(str(path), f"not a {FORMAT_NAME} config (no format={FORMAT_NAME!r})")
     if doc.get("kind") not in RUN_KINDS:
-        raise SchemaError(str(path), f"kind={doc.get('kind')!r} not in {RUN_KINDS}")
+        raise SchemaError(str(path), f"kind={doc.get('kind')!r:.60} not in {RUN_KINDS}")
+    if not isinstance(doc.get("config") or {}, dict):
+        raise SchemaError(str(path), f"config={doc.get('config')!r:.60} is not a JSON object")
+    wall = doc.get("wall_start_s") or 0.0
+    if isinstance(wall, bool) or not isinstance(wall, int | float) or not _finite(wall):
+        raise SchemaError(str(path), f"wall_start_s={wall!r:.60} is not a finite number")
     return doc
+
+
+def _finite(value: float) -> bool:
+    return (isinstance(value, float) and math.isfinite(value)) or (
+        isinstance(value, int) and (abs(value) <= 2**64)
+    )
+
+
+# summary.json entries whose shape readers rely on: {mean, p50, ...} tables of numbers or null
+_SUMMARY_TABLES = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
+
+
+def _check_summary(doc: Mapping[str, Any], path: Path, depth: int = 0) -> None:
+    """Every number finite (1e999 parses as inf); the latency tables objects of numbers/null."""
+    for key, value in doc.items():
+        if depth == 0 and key in _SUMMARY_TABLES and value is not None:
+            ok = isinstance(value, dict) and all(
+                v is None or (not isinstance(v, bool) and isinstance(v, int | float))
+                for v in value.values()
+            )
+            if not ok:
+                raise SchemaError(str(path), f"{key}={value!r:.60} is not a table of numbers")
+        if isinstance(value, dict):
+            _check_summary(value, path, depth + 1)
+        elif isinstance(value, int | float) and not (isinstance(value, bool) or _finite(value)):
+            raise SchemaError(str(path), f"{key}={value!r:.60} is not a finite number")
+    duration = doc.get("duration_s") if depth == 0 else None
+    if duration is not None and not (isinstance(duration, int | float) and duration >= 0):
+        raise SchemaError(str(path), f"duration_s={duration!r:.60} is not a time >= 0")
 
 
 def read_summary(directory: str | Path) -> dict[str, Any] | None:
     """The summary.json of a run folder, or None when the run was not closed."""
     path = Path(directory) / SUMMARY_FILE
-    if not path.exists():
+    if not _present(path):
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(str(path), f"not valid JSON: {exc.msg}") from None
-    if not isinstance(doc, dict):
-        raise SchemaError(str(path), "expected a JSON object")
+    doc = _read_object(path)
+    _check_summary(doc, path)
     return doc
 
 
@@ -232,22 +278,24 @@ def _read_notes(directory: Path, warnings: list[str]) -> dict[str, Any]:
     """telemetry_notes.json, or {} when absent; an unreadable one is a warning, not an error
     (the notes describe the run, they are not the run)."""
     path = directory / NOTES_FILE
-    if not path.exists():
+    if not _present(path):
         return {}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _read_object(path)
+    except SchemaError as exc:
         warnings.append(f"{path}: unreadable ({exc}); telemetry notes ignored")
         return {}
-    if not isinstance(doc, dict):
-        warnings.append(f"{path}: not a JSON object; telemetry notes ignored")
-        return {}
-    return doc
 
 
 def read_run(directory: str | Path) -> Run:
-    """Read a run folder back into a Run (see the module docstring for what is tolerated)."""
+    """Read a run folder back into a Run (see the module docstring for what is tolerated).
+
+    SchemaError, naming the file (and line), for a file that cannot be read or a record that is
+    not valid: bad JSON, NaN/inf, a wrong type, a negative time or count (records/types.py).
+    """
     root = Path(directory)
+    if not (names_a_file(root) and root.is_dir()):
+        raise SchemaError(str(root), "is not a folder (a run folder holds config.json, ...)")
     doc = _read_config(root)
     warnings: list[str] = []
     records = _read_jsonl(root / RECORDS_FILE, RequestRecord.from_dict, warnings)
