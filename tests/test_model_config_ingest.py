@@ -168,6 +168,17 @@ def test_starcoder2_is_an_ungated_biased_layernorm_model() -> None:
     assert spec.layer(0).window == 32
 
 
+def test_qwen_windows_apply_only_with_use_sliding_window() -> None:
+    base = {**_catalog_cfg("qwen3-8b"), "sliding_window": 4096}  # 36 layers
+    kinds = ["full_attention"] * 30 + ["sliding_attention"] * 6
+    off = from_hf_config({**base, "layer_types": kinds})
+    assert {layer.attention for layer, _ in off.layer_groups} == {"full"}
+    on = from_hf_config({**base, "layer_types": kinds, "use_sliding_window": True})
+    assert [on.layer(i).window for i in (29, 30)] == [0, 4096]
+    by_max_window = from_hf_config({**base, "use_sliding_window": True, "max_window_layers": 30})
+    assert on.layer_groups == by_max_window.layer_groups
+
+
 # ---- shape keys the reader does not read are refused by name ------------------------------
 
 

@@ -2,15 +2,17 @@
 
 - `spec.py`: `ModelSpec`, the shape of a decoder-only transformer, its parameter and KV-cache
   counts, and the limits every shape is checked against.
-- `hf_config.py`: `from_hf_config`, one reader per model family (defaults from the transformers
-  configuration classes), and the rule for shape keys it does not read (refused, named).
+- `families.py`: the model families read from a config.json (defaults from the transformers
+  configuration classes), and the rule for shape keys no reader reads (refused, named).
+- `hf_config.py`: `from_hf_config`, the readers, every value checked where it is read.
 - `catalog.py`: the catalog of `catalog/models/*.json`, config files on disk, `get_model`.
 """
 
 from __future__ import annotations
 
 from tokenprobe.model.catalog import CATALOG_DIR, catalog_names, get_model, load_config_file
-from tokenprobe.model.hf_config import FAMILIES, SHAPE_KEY, from_hf_config
+from tokenprobe.model.families import FAMILIES, SHAPE_KEY
+from tokenprobe.model.hf_config import from_hf_config
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
     MAX_HEAD_DIM,
