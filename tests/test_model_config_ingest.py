@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.errors import ConfigError, SchemaError, UnknownModelError
 from tokenprobe.model import (
     CATALOG_DIR,
     MAX_LAYERS,
@@ -337,6 +337,11 @@ def test_unreadable_config_files_are_schema_errors_naming_the_file(
     with pytest.raises(SchemaError) as info:
         load_config_file(file)
     assert info.value.value == str(file) and problem in str(info.value)
+
+
+def test_an_empty_name_is_an_unknown_model_not_the_current_folder() -> None:
+    with pytest.raises(UnknownModelError):
+        get_model("  ")
 
 
 def test_a_folder_without_config_json_and_a_fifo_are_schema_errors(tmp_path: Path) -> None:

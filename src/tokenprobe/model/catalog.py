@@ -10,6 +10,7 @@ file, the field and the value.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,9 @@ def _spec_from_file(file: Path, cfg: dict[str, Any], name: str) -> ModelSpec:
         raise SchemaError(str(file), f"{exc.field}={exc.value!r}: {exc.allowed}") from None
 
 
-def load_config_file(path: Path, name: str = "") -> ModelSpec:
+def load_config_file(path: str | os.PathLike[str], name: str = "") -> ModelSpec:
     """A config.json file, or a folder holding one."""
+    path = Path(path)
     try:
         is_dir = path.is_dir()
     except OSError:  # e.g. a name too long for the file system; read_json names the problem
@@ -92,6 +94,8 @@ def get_model(name_or_path: str | Path) -> ModelSpec:
     if not isinstance(name_or_path, str):
         raise ConfigError("model", name_or_path, "a catalog name, HF id or config path")
     key = name_or_path.strip().lower()
+    if not key:
+        raise UnknownModelError(name_or_path, catalog_names())
     index = _catalog_index()
     if key in index:
         return _load_catalog_file(index[key])
