@@ -19,9 +19,10 @@ The rule for keys (what keeps a config from being read silently wrong):
   never guessed. A known family reading its documented keys passes.
 - An unknown `model_type` (or none) is read as a plain dense decoder (Llama-style names, the
   PretrainedConfig default tie_word_embeddings=True, per-layer `layer_types` of full/sliding
-  attention), so it passes only when all its shape keys are that reader's: a Mamba, hybrid or
-  linear-attention config, or an MoE one (`num_experts_per_tok`) of a family not listed here, is
-  refused naming the keys it would have had to ignore.
+  attention, a gated MLP unless `hidden_act` is gelu, gelu_new or relu), so it passes only
+  when all its shape keys are that reader's: a Mamba, hybrid or linear-attention config, or an
+  MoE one (`num_experts_per_tok`) of a family not listed here, is refused naming the keys it
+  would have had to ignore.
 - Values the family reads are checked: integers (not bools, not NaN, not strings) within the
   limits of `spec.py`, booleans for flags, `layer_types` entries of the kinds priced here
   (full, sliding, and Llama 4's chunked attention), MoE placements that are every layer (Qwen
