@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import stat
 import tomllib
@@ -120,9 +121,10 @@ def finite(
 ) -> float:
     """`value` as a finite float within [lo, hi] (or (lo, hi] with `lo_open`), else ConfigError.
 
-    Booleans are refused (True is an int in Python, never a quantity a user meant).
+    Booleans are refused (True is an int in Python, never a quantity a user meant); numpy
+    scalars are numbers like any other (`numbers.Real`).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
         raise ConfigError(field, value, "a number")
     try:
         x = float(value)

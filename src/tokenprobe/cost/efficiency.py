@@ -84,10 +84,10 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.units import MICRO, MILLI
 
 UNBOUNDED = frozenset({"routing_skew"})  # parameters that are not fractions (>= 0)
@@ -113,9 +113,8 @@ class Efficiency:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"efficiency.{f.name}", value, "a finite number >= 0")
+            value = finite(f"efficiency.{f.name}", getattr(self, f.name), lo=0)
+            object.__setattr__(self, f.name, value)
             if not f.name.endswith("_s") and f.name not in UNBOUNDED and not 0 < value <= 1:
                 raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
 
