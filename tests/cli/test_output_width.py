@@ -230,7 +230,7 @@ def test_json_is_one_document_and_the_text_keeps_every_name_whole(
         check_names(names, text)
 
 
-@pytest.mark.parametrize("command", ["models", "gpus", "plan", "whatif", "diagnose", "compare"])
+@pytest.mark.parametrize("command", list(NAMES))
 @pytest.mark.parametrize("width", [60, 80])
 def test_on_a_terminal_too(
     command: str, width: int, workdir: Path, at_width: Callable[[int], None], terminal: None

@@ -174,7 +174,11 @@ def print_table(
     out = out or stdout_console
     width, terminal = out.width, out.is_terminal
     texts = [[_text(c) for c in r] for r in rows]
-    fitted = _fit(cols, texts, width, terminal)
+    fitted = _fit(cols, texts, width, terminal) if texts else None
+    if not texts:
+        _title(out, title, width, terminal)
+        prose(caption or "(none)", out=out, markup=False)
+        return
     if fitted is None:
         print_blocks(title, cols, texts, out=out)
     else:
@@ -228,7 +232,10 @@ def _emit(out: Console, table: Table) -> None:
 
 
 def _wrap(text: Text, width: int, out: Console) -> list[Text]:
-    return list(text.wrap(out, max(width, 1), overflow="fold"))
+    lines = list(text.wrap(out, max(width, 1), overflow="fold"))
+    for line in lines:
+        line.rstrip()  # the space a line was broken at
+    return lines
 
 
 def print_blocks(
@@ -247,6 +254,7 @@ def print_blocks(
         out.print(head, width=width, overflow="fold")
         for col, cell in zip(cols[1:], cells[1:], strict=True):
             _block_line(out, col.header, cell, width)
+    out.print()
 
 
 def _block_line(out: Console, key: str, value: Text, width: int) -> None:
