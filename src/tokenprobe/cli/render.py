@@ -136,22 +136,27 @@ def _build(
     return table
 
 
+def _styles(terminal: bool, dropped: bool) -> list[tuple[bool, bool]]:
+    """(short headers, boxed) to try, in falling order of comfort."""
+    if dropped:
+        return [(True, False)]
+    return [(False, terminal), (True, terminal)] + ([(True, False)] if terminal else [])
+
+
 def _fit(
     cols: Sequence[Col], rows: Sequence[Sequence[Text]], width: int, terminal: bool
 ) -> tuple[Table, list[str]] | None:
-    """The most comfortable table that fits, with the headers of the columns left out."""
+    """The most comfortable table that fits, with the headers of the columns left out; None
+    if even the required columns do not fit."""
     keep = list(range(len(cols)))
     optional = sorted((i for i, c in enumerate(cols) if c.drop > 0), key=lambda i: -cols[i].drop)
     while True:
         sub_cols = [cols[i] for i in keep]
         sub_rows = [[r[i] for i in keep] for r in rows]
-        styles = [(False, terminal), (True, terminal)] + ([(True, False)] if terminal else [])
-        if len(keep) < len(cols):
-            styles = [(True, False)]
-        for short, boxed in styles:
+        for short, boxed in _styles(terminal, dropped=len(keep) < len(cols)):
             table = _build(sub_cols, sub_rows, short, boxed, width)
             if table is not None:
-                return table, [cols[i].header for i in range(len(cols)) if i not in keep]
+                return table, [c.header for i, c in enumerate(cols) if i not in keep]
         if not optional:
             return None
         keep.remove(optional.pop(0))
