@@ -13,7 +13,8 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from tokenprobe.cli.app import app, console, err_console, guarded, print_json
+from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import RequestRecord, Run, write_run
 
@@ -252,40 +253,46 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value / MILLI:.2f}"
 
 
+SUMMARY_COLUMNS = (
+    Col("metric", kind="name"),
+    *(Col(h, kind="num", justify="right") for h in ("mean ms", "p50 ms", "p90 ms", "p99 ms")),
+)
+
+
 def _render_summary(s: dict[str, Any], out: str) -> None:
-    table = Table(title=f"Measured run ({out})")
-    for name in ("metric", "mean ms", "p50 ms", "p90 ms", "p99 ms"):
-        table.add_column(name, justify="right" if name != "metric" else "left")
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-        st = s[key]
-        table.add_row(
-            key.removesuffix("_s").upper(), *(_ms(st[k]) for k in ("mean", "p50", "p90", "p99"))
-        )
+    stats = ("mean", "p50", "p90", "p99")
+    rows = [
+        [key.removesuffix("_s").upper(), *(_ms(s[key][k]) for k in stats)]
+        for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+    ]
     lag = s["client"]["send_lag_s"]
-    table.add_row("send lag", *(_ms(lag[k]) for k in ("mean", "p50", "p90", "p99")))
-    console.print(table)
+    rows.append(["send lag", *(_ms(lag[k]) for k in stats)])
+    print_table(f"Measured run ({out})", SUMMARY_COLUMNS, rows)
     errors = ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "none"
     rps, tps = s["requests_per_s"], s["output_tokens_per_s"]
     if "telemetry" in s:
         t = s["telemetry"]
-        console.print(
+        prose(
             f"telemetry: {t['gpu_samples']} GPU, {t['host_samples']} host and "
-            f"{t['server_samples']} server-metrics samples"
+            f"{t['server_samples']} server-metrics samples",
+            markup=False,
         )
         for note in t["notes"]:
-            err_console.print(f"note: {note}", highlight=False)
-    console.print(
+            err_console.print(f"note: {note}", highlight=False, markup=False)
+    prose(
         f"completed {s['completed']}, failed {s['failed']} ({errors}); "
         f"{rps or 0:.2f} req/s, {tps or 0:.1f} output tok/s over {s['duration_s']:.2f} s; "
-        f"token counts from {s['client']['token_count_source'] or '-'}"
+        f"token counts from {s['client']['token_count_source'] or '-'}",
+        markup=False,
     )
 
 
 def _render_self_test(f: dict[str, Any]) -> None:
-    console.print(
+    prose(
         f"client ceiling against a trivial local stream server: "
         f"{f['requests_per_s']:.0f} req/s, {f['streamed_tokens_per_s']:.0f} streamed tok/s "
         f"(concurrency {f['concurrency']}); send lag at {f['lag_rate_per_s']:g} req/s: "
         f"p50 {_ms(f['send_lag_p50_s'])} ms, p99 {_ms(f['send_lag_p99_s'])} ms; "
-        f"results near these figures are client-bound"
+        f"results near these figures are client-bound",
+        markup=False,
     )

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.render import print_side_by_side, prose
 from tokenprobe.errors import ConfigError
+from tokenprobe.units import fmt_s
 
 
 def _split(text: str, field: str) -> list[str]:
@@ -38,13 +40,7 @@ def _combos(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values())]
 
 
-def _table(rows: list[dict[str, Any]]) -> Table:
-    from tokenprobe.units import fmt_s
-
-    t = Table(title="Side by side")
-    t.add_column("")
-    for r in rows:
-        t.add_column(r["label"], justify="right")
+def _side_by_side(rows: list[dict[str, Any]]) -> None:
     fits = [bool(r["fits"]) for r in rows]
     lines: list[tuple[str, Any]] = [
         ("TTFT", lambda r: fmt_s(r["ttft_s"])),
@@ -55,10 +51,15 @@ def _table(rows: list[dict[str, Any]]) -> Table:
         ("kWh per M output tokens", lambda r: f"{r['kwh_per_million_output_tokens']:.4g}"),
         ("max concurrent requests", lambda r: f"{r['max_concurrent_requests']:,}"),
     ]
-    for name, fmt in lines:
-        t.add_row(name, *(fmt(r) if ok else "-" for r, ok in zip(rows, fits, strict=True)))
-    t.add_row("fits", *("yes" if r["fits"] else f"[red]{r['reason']}[/]" for r in rows))
-    return t
+    cells = [
+        (name, [fmt(r) if ok else "-" for r, ok in zip(rows, fits, strict=True)])
+        for name, fmt in lines
+    ]
+    cells.append(("fits", [Text("yes") if ok else Text("no", "red") for ok in fits]))
+    print_side_by_side("Side by side", [r["label"] for r in rows], cells)
+    for r in rows:
+        if not r["fits"]:
+            prose(f"{r['label']} does not fit: {r['reason']}", markup=False)
 
 
 def _compare_runs(run_dirs: list[Path], out: Path | None, json_out: bool) -> None:
@@ -80,16 +81,12 @@ def _compare_runs(run_dirs: list[Path], out: Path | None, json_out: bool) -> Non
         print_json({"runs": {name: summary for name, _, summary in named}})
     else:
         header, rows = run_compare_rows([(name, summary) for name, _, summary in named])
-        t = Table(title="Runs side by side")
-        for i, h in enumerate(header):
-            t.add_column(h, justify="left" if i == 0 else "right")
-        for row in rows:
-            t.add_row(*row)
-        console.print(t)
+        lines = [(str(row[0]), [str(c) for c in row[1:]]) for row in rows]
+        print_side_by_side("Runs side by side", [str(h) for h in header[1:]], lines)
     if out is not None:
         path = write_report(out, run_compare_sections(named), "tokenprobe compare (runs)")
         if not json_out:
-            console.print(f"wrote {path}")
+            prose(f"wrote {path}", markup=False)
 
 
 @app.command("compare")
@@ -152,8 +149,8 @@ def compare_cmd(
     if json_out:
         print_json({"rows": rows})
     else:
-        console.print(_table(rows))
+        _side_by_side(rows)
     if out is not None:
         path = write_report(out, compare_sections(labelled), "tokenprobe compare")
         if not json_out:
-            console.print(f"wrote {path}")
+            prose(f"wrote {path}", markup=False)
