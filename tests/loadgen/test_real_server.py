@@ -136,5 +136,5 @@ def test_server_killed_mid_run_counts_connection_errors(own_llama: LlamaServer):
     run = asyncio.run(asyncio.wait_for(run_bench_async(config, kill_after_first), 60))
     kinds = [r.error_kind for r in run.records]
     assert len(kinds) == 8 and kinds[0] is None
-    assert set(kinds[1:]) - {None} <= {"disconnect", "connect"}
-    assert sum(k in ("disconnect", "connect") for k in kinds) >= 6
+    assert set(kinds[1:]) - {None} <= {"connection_closed", "connect"}
+    assert sum(k in ("connection_closed", "connect") for k in kinds) >= 6
