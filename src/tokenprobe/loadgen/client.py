@@ -42,6 +42,7 @@ import aiohttp
 
 from tokenprobe.loadgen.credentials import Credentials, api_root, credentials, with_path
 from tokenprobe.loadgen.sse import (
+    MAX_LINE_BYTES,
     LineSplitter,
     MalformedStreamError,
     RequestFailedError,
@@ -136,8 +137,15 @@ class StreamClient:
     flight).
     """
 
-    def __init__(self, target: Target, t0_s: float, max_connections: int = 0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        t0_s: float,
+        max_connections: int = 0,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
         self.target = target
+        self.max_line_bytes = max_line_bytes
         self.t0_s = t0_s
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -246,7 +254,7 @@ class StreamClient:
             if resp.status != 200:
                 raise RequestFailedError(f"http_{resp.status}", await _error_text(resp))
             content_type = resp.headers.get("Content-Type", "?")
-            splitter = LineSplitter()
+            splitter = LineSplitter(self.max_line_bytes)
             try:
                 async for data in resp.content.iter_any():
                     if st.done:

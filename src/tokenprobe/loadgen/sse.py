@@ -125,12 +125,9 @@ def parse_chunk(payload: bytes) -> Chunk:
     return Chunk(*chunk_fields(payload))
 
 
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-# the C scanner, without decode()'s two regex passes; NaN/Infinity refused (not JSON)
-_scan_once = json.JSONDecoder(parse_constant=_no_constant).scan_once  # type: ignore[attr-defined]
+# the C scanner, without decode()'s two regex passes; it takes NaN/Infinity (not JSON), which
+# check_usage/check_timings then refuse by name where they matter
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _Fields = tuple[str, str | None, dict[str, Any] | None, dict[str, Any] | None]
 
 
