@@ -52,7 +52,7 @@ def _config(url: str, out: Path | None = None, **changes: object) -> BenchConfig
 
 
 def _chunk_with(extra: str) -> bytes:
-    """A last chunk whose JSON ends with `extra` (raw text: NaN and 1e999 are not json.dumps'able)."""
+    """A last chunk whose JSON ends with `extra` (raw text: json.dumps cannot write 1e999)."""
     return b'data: {"choices":[{"text":"","finish_reason":"length"}],' + extra.encode() + b"}\n\n"
 
 
