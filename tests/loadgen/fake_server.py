@@ -8,8 +8,8 @@ preflight) is answered properly in the modes that misbehave mid-run ("malformed"
 
 Tests add their own hostile behaviours with `server.script(name, handler)`: `handler(request,
 max_tokens)` answers every request of that mode except the preflight's (max_tokens=1, answered
-properly). `server.requests[mode]` counts the requests the server received per mode (re-sends
-included), so a test can tell a re-send from a single send.
+properly, unless `preflight=True`). `server.requests[mode]` counts the requests the server
+received per mode (re-sends included), so a test can tell a re-send from a single send.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ HUGE_TEXT_CHARS = 8_000_000
 Script = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
 SCRIPTS = web.AppKey("scripts", dict)
 REQUESTS = web.AppKey("requests", collections.Counter)
+WHOLE = web.AppKey("whole", set)
 
 
 def _chunk(text: str, finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
@@ -74,7 +75,7 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     n = int((await request.json()).get("max_tokens", 4))
     scripts: dict[str, Script] = request.app[SCRIPTS]
     if mode in scripts:
-        if n == 1:
+        if n == 1 and mode not in request.app[WHOLE]:
             return await _stream(request, good_stream(1))
         return await scripts[mode](request, n)
     good = [_chunk(" w") for _ in range(n)]
@@ -123,20 +124,25 @@ class FakeServer:
         self.port = 0
         self.scripts: dict[str, Script] = {}
         self.requests: collections.Counter[str] = collections.Counter()
+        self.whole: set[str] = set()  # scripts that answer the preflight too
 
     def url(self, mode: str) -> str:
         assert mode in MODES or mode in self.scripts, mode
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
 
-    def script(self, name: str, handler: Script) -> str:
-        """Serve mode `name` with `handler`; returns its API URL."""
+    def script(self, name: str, handler: Script, preflight: bool = False) -> str:
+        """Serve mode `name` with `handler` (the preflight's request too with `preflight`);
+        returns its API URL."""
         self.scripts[name] = handler
+        if preflight:
+            self.whole.add(name)
         return self.url(name)
 
     async def _start(self) -> None:
         app = web.Application()
         app[SCRIPTS] = self.scripts
         app[REQUESTS] = self.requests
+        app[WHOLE] = self.whole
         app.router.add_post("/{mode}/v1/completions", _completions)
         app.router.add_post("/{mode}/v1/chat/completions", _completions)
         app.router.add_post("/{mode}/tokenize", _tokenize)

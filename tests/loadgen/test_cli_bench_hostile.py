@@ -183,3 +183,18 @@ def test_max_error_rate_sets_the_exit_code(fake: FakeServer, tmp_path: Path):
     assert codes == {"0": 1, "1": 0}
     bad = runner.invoke(app, _args(url, tmp_path / "bad", "--max-error-rate", "nan"))
     assert bad.exit_code == 2 and "max_error_rate" in _flat(bad.output)
+
+
+def test_a_refusal_at_preflight_quoting_the_key_does_not_show_it(
+    fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    async def handler(request: web.Request, n: int) -> web.StreamResponse:
+        echo = request.headers.get("Authorization", "")
+        return web.json_response({"error": f"invalid key in {echo!r}"}, status=401)
+
+    monkeypatch.setenv("TP_TEST_KEY", "sk-env-key-5566")
+    url = fake.script("refuse", handler, preflight=True)
+    result = runner.invoke(app, _args(url, tmp_path / "run", "--api-key-env", "TP_TEST_KEY"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    flat = _flat(result.output)
+    assert "http_401" in flat and "Bearer***" in flat and "sk-env-key-5566" not in flat

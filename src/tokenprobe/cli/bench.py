@@ -327,6 +327,13 @@ def _render_summary(s: dict[str, Any], out: str) -> None:
         f"{rps or 0:.2f} req/s, {tps or 0:.1f} output tok/s over {s['duration_s']:.2f} s; "
         f"token counts from {s['client']['token_count_source'] or '-'}"
     )
+    retried = s["client"].get("retried_requests")
+    if retried:
+        err_console.print(
+            f"note: {retried} requests were re-sent once, on a fresh connection, after the "
+            "pooled one was found closed (records' extra.retries)",
+            highlight=False,
+        )
 
 
 def _render_self_test(f: dict[str, Any]) -> None:

@@ -135,7 +135,8 @@ def _preflight_message(target: Target, record: RequestRecord) -> str:
     if kind == "http_404":
         return f"{url} answered 404 (is --url the API root, ending in /v1, and --model right?)"
     if kind in ("http_401", "http_403"):
-        return f"{url} refused the request ({kind}); pass the key with --api-key-env VAR"
+        hint = "pass the key with --api-key-env VAR or --api-key"
+        return f"{url} refused the request ({kind}): {detail}; {hint}"
     if kind == "malformed_stream":
         return f"{url} is not an OpenAI-compatible streaming endpoint: {detail}"
     return f"the first request to {url} failed ({kind}): {detail}"
