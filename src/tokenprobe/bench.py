@@ -25,7 +25,7 @@ from tokenprobe.energy_join import join_energy
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.loadgen import BenchConfig, bench_summary, run_bench
-from tokenprobe.loadgen.credentials import mask_url, metrics_urls
+from tokenprobe.loadgen.credentials import mask_url, metrics_urls, url_secrets
 from tokenprobe.loadgen.runner import OnRecord
 from tokenprobe.model import get_model
 from tokenprobe.records import (
@@ -131,7 +131,7 @@ def run_measured(
             scraper.start(t0_s)
 
     try:
-        run = run_bench(config, on_record, on_start)
+        run = run_bench(config, on_record, on_start, url_secrets(url))
     finally:
         sink.detach()
         sampler.stop()
@@ -150,7 +150,7 @@ def _finish(
     url: str,
 ) -> None:
     """Notes and the telemetry block into the Run; config, notes and summary into its folder."""
-    secrets = config.secrets()
+    secrets = (*config.secrets(), *url_secrets(url))
     shown = mask_url(url) if url else None
     notes = notes_doc(sampler)
     notes["server_metrics_url"] = shown

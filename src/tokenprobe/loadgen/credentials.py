@@ -114,3 +114,11 @@ def metrics_urls(url: str) -> tuple[str, str]:
     creds = credentials(url, None)
     target = with_path(api_root(creds.request_url), "/metrics")
     return str(target), mask_url(str(target))
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets of any URL (userinfo, key-like query values); () when it does not parse."""
+    try:
+        return credentials(url, None).secrets if url else ()
+    except ConfigError:
+        return ()

@@ -57,10 +57,13 @@ SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is
 
 
 def run_bench(
-    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+    config: BenchConfig,
+    on_record: OnRecord | None = None,
+    on_start: OnStart | None = None,
+    hide: Sequence[str] = (),
 ) -> Run:
     """Run one measurement (blocking); see `run_bench_async`."""
-    return run_blocking(run_bench_async(config, on_record, on_start))
+    return run_blocking(run_bench_async(config, on_record, on_start, hide))
 
 
 def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -75,9 +78,15 @@ def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 async def run_bench_async(
-    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+    config: BenchConfig,
+    on_record: OnRecord | None = None,
+    on_start: OnStart | None = None,
+    hide: Sequence[str] = (),
 ) -> Run:
-    """Measure the server of `config`; the Run's records are the measured requests only."""
+    """Measure the server of `config`; the Run's records are the measured requests only.
+
+    `hide`: secrets to redact in the run folder besides the config's own (the caller's, e.g. the
+    credentials of a separate /metrics URL)."""
     target = Target(
         base_url=config.url,
         model=config.model,
@@ -102,6 +111,7 @@ async def run_bench_async(
             "prompt_pool": len(pool),
             "keep_alive": client.keep_alive,
         }
+        client.secrets = (*client.secrets, *hide)
         return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
