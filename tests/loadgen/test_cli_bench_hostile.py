@@ -198,3 +198,16 @@ def test_a_refusal_at_preflight_quoting_the_key_does_not_show_it(
     assert result.exit_code == 1 and "Traceback" not in result.output
     flat = _flat(result.output)
     assert "http_401" in flat and "Bearer***" in flat and "sk-env-key-5566" not in flat
+
+
+def test_bench_import_refuses_an_out_holding_a_run_unless_overwrite(tmp_path: Path):
+    from loadgen.test_importers import VLLM
+
+    result_file = tmp_path / "vllm.json"
+    result_file.write_text(json.dumps(VLLM))
+    args = ["bench-import", str(result_file), "--out", str(tmp_path / "imp")]
+    assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "alreadyholdsarun" in _flat(again.output)
+    assert runner.invoke(app, [*args, "--overwrite"]).exit_code == 0
+    assert len(read_run(tmp_path / "imp").records) == len(VLLM["ttfts"])
