@@ -14,8 +14,12 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from typer.testing import CliRunner
 
+import tokenprobe.cli.bench
+import tokenprobe.cli.report  # noqa: F401
 from loadgen.conftest import LlamaServer
+from tokenprobe.cli.app import app
 from tokenprobe.loadgen import BenchConfig, run_bench, run_bench_async
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.records import RequestRecord, read_run
@@ -154,5 +158,36 @@ def test_server_killed_mid_run_counts_connection_errors(own_llama: LlamaServer):
     run = asyncio.run(asyncio.wait_for(run_bench_async(config, kill_after_first), 60))
     kinds = [r.error_kind for r in run.records]
     assert len(kinds) == 8 and kinds[0] is None
-    assert set(kinds[1:]) - {None} <= {"disconnect", "connect"}
-    assert sum(k in ("disconnect", "connect") for k in kinds) >= 6
+    assert set(kinds[1:]) - {None} <= {"connection_closed", "connect"}
+    assert sum(k in ("connection_closed", "connect") for k in kinds) >= 6
+
+
+def test_llama_cpp_gets_each_request_once_and_no_re_send_is_needed(llama: LlamaServer):
+    """llama.cpp closes its connection after every stream (though it says Keep-Alive): the
+    preflight learns it, so no request goes out on a closed pooled connection and none is
+    re-sent; the server's own log counts exactly the requests recorded."""
+    log_start = len(llama.log())
+    run = run_bench(_config(llama, concurrency=2, num_requests=12, output_tokens=5))
+    assert all(r.ok for r in run.records) and len(run.records) == 12
+    assert run.config["keep_alive"] is False
+    assert not any("retries" in r.extra for r in run.records)
+    assert _generated(llama.log()[log_start:], 5) == 12
+
+
+def test_url_credentials_reach_nothing_written_in_a_telemetry_run(
+    llama: LlamaServer, tmp_path: Path
+):
+    url = llama.url.replace("//", "//ann:pw-9f8e7d@", 1) + "?token=tk-1234abcd"
+    out = tmp_path / "run"
+    args = ["bench", "--url", url, "--model", "m", "--concurrency", "2", "--num-requests", "3"]
+    args += ["--input-tokens", "8", "--output-tokens", "3", "--out", str(out), "--telemetry"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["completed"] == 3
+    assert len(read_run(out).server) >= 1  # /metrics scraped beside the masked URL
+    report = tmp_path / "report.html"
+    assert CliRunner().invoke(app, ["report", str(out), "--out", str(report)]).exit_code == 0
+    for path in [*out.iterdir(), report]:
+        text = path.read_text()
+        assert "pw-9f8e7d" not in text and "tk-1234abcd" not in text and "ann:" not in text
+    assert "pw-9f8e7d" not in result.output

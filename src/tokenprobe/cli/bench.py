@@ -2,6 +2,12 @@
 `vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
 summary (metrics.summarize plus the client's own figures) on stdout. `--telemetry` samples the
 GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.bench`).
+
+Exit codes: 2 for bad input (a flag, an --out that already holds a run without --overwrite, is a
+file or cannot be written), 1 when the run could not be completed (server unusable, disk full
+mid-run: the records written so far are kept) or when more than --max-error-rate of its
+requests failed (every request failing always counts): the results are written first, and the
+message gives the counts by failure kind.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from rich.table import Table
 from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
-from tokenprobe.records import RequestRecord, Run, write_run
+from tokenprobe.files import finite
+from tokenprobe.records import RequestRecord, Run, prepare_run_folder, write_run
 
 if TYPE_CHECKING:
     from tokenprobe.bench import TelemetryConfig
@@ -28,6 +35,7 @@ from tokenprobe.units import MILLI, now_s
 
 SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
 EXIT_INTERRUPTED = 130
+DEFAULT_MAX_ERROR_RATE = 0.5
 
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:
@@ -110,6 +118,15 @@ def bench_cmd(
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
     timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s)")] = 600.0,
     api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (never written; --api-key-env keeps it off argv)")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace the run already in --out (its run files are removed)")
+    ] = False,
+    max_error_rate: Annotated[
+        float, typer.Option(help="Exit 1 when more than this share of requests fail (0..1)")
+    ] = DEFAULT_MAX_ERROR_RATE,
     seed: Annotated[int | None, typer.Option(help="Seed of prompts and arrivals")] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Ask for exactly max_tokens")] = True,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
@@ -170,11 +187,13 @@ def bench_cmd(
             out=out,
             seed=seed,
             ignore_eos=ignore_eos,
+            api_key_value=api_key,
         )
-        if sweep is None:
-            return [base]
-        field, values = parse_sweep(sweep)
-        return sweep_configs(base, field, values)
+        finite("max_error_rate", max_error_rate, lo=0.0, hi=1.0)
+        configs = [base] if sweep is None else sweep_configs(base, *parse_sweep(sweep))
+        for config in configs:  # before anything is sent: no run is clobbered or lost
+            prepare_run_folder(config.out or out, overwrite)
+        return configs
 
     configs = guarded(make)
     sampling = (
@@ -187,6 +206,7 @@ def bench_cmd(
         else None
     )
     summaries: list[dict[str, Any]] = []
+    too_many_errors: list[str] = []
     for config in configs:
 
         def one(c: BenchConfig = config) -> Run:
@@ -202,8 +222,32 @@ def bench_cmd(
         summaries.append({"out": config.out, **summary} if sweep else summary)
         if not json_out:
             _render_summary(summary, config.out or out)
+        verdict = error_verdict(summary, max_error_rate)
+        if verdict is not None:
+            too_many_errors.append(f"{config.out or out}: {verdict}")
     if json_out:
         print_json(summaries[0] if sweep is None else {"sweep": sweep, "points": summaries})
+    for line in too_many_errors:
+        err_console.print(f"[bold red]error:[/] {line}", highlight=False)
+    if too_many_errors:
+        raise typer.Exit(1)
+
+
+def error_verdict(summary: dict[str, Any], max_error_rate: float) -> str | None:
+    """Why a finished run counts as failed (every request failed, or more than
+    `max_error_rate` of them), with the counts by failure kind; None when it does not."""
+    failed, total = summary["failed"], summary["completed"] + summary["failed"]
+    if not failed:
+        return None
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(summary["errors"].items()))
+    if failed == total:
+        return f"every request failed ({failed} of {total}: {kinds}); results are written"
+    if failed / total > max_error_rate:
+        return (
+            f"{failed} of {total} requests failed ({failed / total:.0%} > --max-error-rate "
+            f"{max_error_rate:g}; {kinds}); results are written"
+        )
+    return None
 
 
 @app.command("bench-import")
@@ -212,6 +256,7 @@ def bench_import_cmd(
     out: Annotated[str, typer.Option(help="Run folder to write (one per benchmark)")],
     source: Annotated[str, typer.Option("--from", help="vllm or guidellm")] = "vllm",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""
     from tokenprobe.loadgen import bench_summary
@@ -219,9 +264,12 @@ def bench_import_cmd(
 
     def run() -> list[tuple[str, dict[str, Any]]]:
         runs = import_runs(Path(path), source)
+        names = [f"benchmark_{i}" for i in range(len(runs))]
+        folders = [out] if len(runs) == 1 else [str(Path(out) / name) for name in names]
+        for folder in folders:
+            prepare_run_folder(folder, overwrite)
         written = []
-        for i, imported in enumerate(runs):
-            folder = out if len(runs) == 1 else str(Path(out) / f"benchmark_{i}")
+        for folder, imported in zip(folders, runs, strict=True):
             summary = bench_summary(imported)
             write_run(imported, folder, summary)
             written.append((folder, summary))
@@ -285,6 +333,13 @@ def _render_summary(s: dict[str, Any], out: str) -> None:
         f"token counts from {s['client']['token_count_source'] or '-'}",
         markup=False,
     )
+    retried = s["client"].get("retried_requests")
+    if retried:
+        err_console.print(
+            f"note: {retried} requests were re-sent once, on a fresh connection, after the "
+            "pooled one was found closed (records' extra.retries)",
+            highlight=False,
+        )
 
 
 def _render_self_test(f: dict[str, Any]) -> None:

@@ -1,15 +1,24 @@
-"""The run folder on disk: append-only writer, whole-run writer, tolerant reader."""
+"""The run folder on disk: append-only writer, whole-run writer, tolerant reader.
+
+Writing: `prepare_run_folder` refuses a folder that already holds a run (unless told to
+overwrite it, and then it removes that run's files first, so nothing old is mixed into the new
+run), a path that is a file, and a folder it cannot write in, before anything is measured. Lines
+are appended and flushed as they arrive; a write that fails (disk full) raises
+`RunFolderWriteError`, and the lines written before it stay on disk. Every writer takes the run's
+`secrets` and writes `***` in their place in every string (`redact`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from tokenprobe.errors import SchemaError
+from tokenprobe.errors import ConfigError, SchemaError, TokenprobeError
 from tokenprobe.files import names_a_file, parse_json, read_json, read_text
 from tokenprobe.records.types import (
     RUN_KINDS,
@@ -35,6 +44,83 @@ HOST_FILE = "host.jsonl"
 SERVER_FILE = "server_metrics.jsonl"
 NOTES_FILE = "telemetry_notes.json"
 SUMMARY_FILE = "summary.json"
+RUN_FILES: tuple[str, ...] = (
+    CONFIG_FILE,
+    RECORDS_FILE,
+    TELEMETRY_FILE,
+    TIMELINE_FILE,
+    HOST_FILE,
+    SERVER_FILE,
+    NOTES_FILE,
+    SUMMARY_FILE,
+)
+# any of these present means the folder holds a run (the others come and go with telemetry)
+RUN_MARKERS: tuple[str, ...] = (CONFIG_FILE, RECORDS_FILE, SUMMARY_FILE)
+REDACTED = "***"
+
+
+class RunFolderWriteError(TokenprobeError):
+    """A run folder that could not be written mid-run (disk full, I/O error): a runtime failure;
+    the lines written before it are kept."""
+
+
+def redact(obj: Any, secrets: Sequence[str]) -> Any:
+    """`obj` (JSON-ready: dicts, lists, scalars) with each secret replaced by "***" in every
+    string, keys included; numbers and the structure are untouched, so the JSON stays valid."""
+    if not secrets:
+        return obj
+    ordered = sorted(set(secrets), key=len, reverse=True)  # a secret inside another one
+    return _redact(obj, ordered)
+
+
+def _redact(obj: Any, secrets: list[str]) -> Any:
+    if isinstance(obj, str):
+        for secret in secrets:
+            if secret in obj:
+                obj = obj.replace(secret, REDACTED)
+        return obj
+    if isinstance(obj, Mapping):
+        return {_redact(k, secrets): _redact(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        if obj and all(type(x) is float for x in obj):  # token times: nothing to redact
+            return obj
+        return [_redact(x, secrets) for x in obj]
+    return obj
+
+
+def prepare_run_folder(directory: str | Path, overwrite: bool = False) -> Path:
+    """Check `directory` can take a new run, before anything is measured; ConfigError if not.
+
+    Refused: a path that is a file, a folder that cannot be created or written in, and a folder
+    that already holds a run (any of RUN_MARKERS) unless `overwrite`; with `overwrite` that
+    run's files (RUN_FILES, nothing else) are removed first, so no old summary, telemetry or
+    notes are mixed into the new run.
+    """
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        raise ConfigError("out", str(root), "is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        held = [name for name in RUN_MARKERS if (root / name).exists()]
+        if held and not overwrite:
+            raise ConfigError(
+                "out",
+                str(root),
+                f"already holds a run ({', '.join(held)}); pass --overwrite to replace it, "
+                "or choose another folder",
+            )
+        for name in RUN_FILES if overwrite else ():
+            (root / name).unlink(missing_ok=True)
+        probe = root / ".tokenprobe-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError("out", str(root), f"cannot write there: {_describe(exc)}") from None
+    return root
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def _dumps(obj: Mapping[str, Any]) -> str:
@@ -42,8 +128,12 @@ def _dumps(obj: Mapping[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
-def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+def _write_json(path: Path, obj: Mapping[str, Any], secrets: Sequence[str] = ()) -> None:
+    text = json.dumps(redact(obj, secrets), indent=2, allow_nan=False) + "\n"
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RunFolderWriteError(f"cannot write {path}: {_describe(exc)}") from None
 
 
 def _config_doc(run_kind: str, config: Mapping[str, Any], wall_start_s: float) -> dict[str, Any]:
@@ -69,6 +159,11 @@ class RunWriter:
     `close(summary)` writes summary.json. The summary comes from the caller
     (`tokenprobe.metrics.summarize`), because records sit below metrics in the layering.
     Use as a context manager to close the files even on error (summary.json is then not written).
+
+    `secrets` are replaced by "***" in every string written (`redact`). A folder that cannot be
+    created or written raises RunFolderWriteError; after a failed write (disk full) the writer
+    is failed: `add_record` raises, the `add_*` of samples return False, the lines written
+    before stay on disk.
     """
 
     def __init__(
@@ -77,33 +172,52 @@ class RunWriter:
         kind: RunKind,
         config: Mapping[str, Any],
         wall_start_s: float,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _write_json(self.directory / CONFIG_FILE, _config_doc(kind, config, wall_start_s))
+        self.secrets = tuple(secrets)
         self._files: dict[str, IO[str]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        for name in (RECORDS_FILE, TELEMETRY_FILE, TIMELINE_FILE):
-            self._files[name] = (self.directory / name).open("w", encoding="utf-8")
+        self.failure: RunFolderWriteError | None = None
+        self.records_written = 0
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            doc = _config_doc(kind, config, wall_start_s)
+            _write_json(self.directory / CONFIG_FILE, doc, self.secrets)
+            for name in (RECORDS_FILE, TELEMETRY_FILE, TIMELINE_FILE):
+                self._files[name] = (self.directory / name).open("w", encoding="utf-8")
+        except OSError as exc:
+            self._close_files()
+            raise RunFolderWriteError(f"cannot write {self.directory}: {_describe(exc)}") from None
 
     def _append(self, name: str, obj: Mapping[str, Any]) -> bool:
-        """Write one line; False (nothing written) once the writer is closed, so a sampler
-        thread that outlives the run drops its late samples instead of failing."""
-        line = _dumps(obj) + "\n"
+        """Write one line; False (nothing written) once the writer is closed or failed, so a
+        sampler thread that outlives the run drops its late samples instead of failing."""
+        line = _dumps(redact(obj, self.secrets)) + "\n"
         with self._lock:
-            if self._closed:
+            if self._closed or self.failure is not None:
                 return False
-            handle = self._files.get(name)
-            if handle is None:  # the optional files appear with their first line
-                handle = self._files[name] = (self.directory / name).open("w", encoding="utf-8")
-            handle.write(line)
-            handle.flush()
+            try:
+                handle = self._files.get(name)
+                if handle is None:  # the optional files appear with their first line
+                    path = self.directory / name
+                    handle = self._files[name] = path.open("w", encoding="utf-8")
+                handle.write(line)
+                handle.flush()
+            except OSError as exc:
+                where = self.directory / name
+                self.failure = RunFolderWriteError(f"cannot write {where}: {_describe(exc)}")
+                return False
             return True
 
     def add_record(self, record: RequestRecord) -> None:
+        """Append one record (flushed); RunFolderWriteError if it could not be written."""
         if not self._append(RECORDS_FILE, record.to_dict()):
+            if self.failure is not None:
+                raise self.failure
             raise ValueError("I/O operation on a closed RunWriter")
+        self.records_written += 1
 
     def add_telemetry(self, sample: TelemetrySample) -> bool:
         return self._append(TELEMETRY_FILE, sample.to_dict())
@@ -119,15 +233,21 @@ class RunWriter:
 
     def write_notes(self, notes: Mapping[str, Any]) -> None:
         """telemetry_notes.json: the sampler's period, missed ticks, gaps and notes."""
-        _write_json(self.directory / NOTES_FILE, notes)
+        _write_json(self.directory / NOTES_FILE, notes, self.secrets)
 
     def close(self, summary: Mapping[str, Any] | None = None) -> None:
+        """Close the files, then write summary.json (RunFolderWriteError if it cannot be)."""
         with self._lock:
             self._closed = True
-            for handle in self._files.values():
-                handle.close()
+            self._close_files()
         if summary is not None:
-            _write_json(self.directory / SUMMARY_FILE, summary)
+            _write_json(self.directory / SUMMARY_FILE, summary, self.secrets)
+
+    def _close_files(self) -> None:
+        for handle in self._files.values():
+            # a flush that fails again (disk still full): the lines before it stay
+            with contextlib.suppress(OSError):
+                handle.close()
 
     def __enter__(self) -> RunWriter:
         return self
@@ -135,14 +255,17 @@ class RunWriter:
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._closed = True
-            for handle in self._files.values():
-                if not handle.closed:
-                    handle.close()
+            self._close_files()
 
 
-def write_run(run: Run, directory: str | Path, summary: Mapping[str, Any] | None = None) -> Path:
+def write_run(
+    run: Run,
+    directory: str | Path,
+    summary: Mapping[str, Any] | None = None,
+    secrets: Sequence[str] = (),
+) -> Path:
     """Write a finished run as a run folder; summary.json only when `summary` is given."""
-    with RunWriter(directory, run.kind, run.config, run.wall_start_s) as writer:
+    with RunWriter(directory, run.kind, run.config, run.wall_start_s, secrets) as writer:
         for record in run.records:
             writer.add_record(record)
         for sample in run.telemetry:
@@ -160,16 +283,20 @@ def write_run(run: Run, directory: str | Path, summary: Mapping[str, Any] | None
 
 
 def update_run_folder(
-    directory: str | Path, run: Run, summary: Mapping[str, Any] | None = None
+    directory: str | Path,
+    run: Run,
+    summary: Mapping[str, Any] | None = None,
+    secrets: Sequence[str] = (),
 ) -> Path:
     """Rewrite config.json (from `run.config`), telemetry_notes.json (when `run` has notes) and
     summary.json (when given) of a folder whose lines were written live by a RunWriter."""
     root = Path(directory)
-    _write_json(root / CONFIG_FILE, _config_doc(run.kind, run.config, run.wall_start_s))
+    doc = _config_doc(run.kind, run.config, run.wall_start_s)
+    _write_json(root / CONFIG_FILE, doc, secrets)
     if run.telemetry_notes:
-        _write_json(root / NOTES_FILE, run.telemetry_notes)
+        _write_json(root / NOTES_FILE, run.telemetry_notes, secrets)
     if summary is not None:
-        _write_json(root / SUMMARY_FILE, summary)
+        _write_json(root / SUMMARY_FILE, summary, secrets)
     return root
 
 
