@@ -194,7 +194,7 @@ _LENGTH_CHECKS: dict[str, Callable[[LengthDist], None]] = {
     "empirical": _check_empirical,
 }
 _LENGTH_SAMPLERS: dict[str, Callable[[LengthDist, np.random.Generator, int], np.ndarray]] = {
-    "fixed": lambda d, rng, n: np.full(n, d.value),
+    "fixed": lambda d, _rng, n: np.full(n, d.value),
     "uniform": lambda d, rng, n: rng.integers(d.low, d.high, size=n, endpoint=True),
     "normal": lambda d, rng, n: rng.normal(d.mean, d.std, size=n),
     "lognormal": lambda d, rng, n: rng.lognormal(math.log(d.mean) - d.sigma**2 / 2, d.sigma, n),
@@ -268,9 +268,9 @@ def _gaps_gamma(a: Arrival, rng: np.random.Generator, n: int) -> np.ndarray:
 ARRIVALS: dict[str, Callable[[Arrival, np.random.Generator, int], np.ndarray]] = {
     "poisson": lambda a, rng, n: rng.exponential(1.0 / a.rate_per_s, size=n),
     "gamma": _gaps_gamma,
-    "constant": lambda a, rng, n: np.full(n, 1.0 / a.rate_per_s),
-    "offline": lambda a, rng, n: np.zeros(n),
-    "closed": lambda a, rng, n: np.zeros(n),
+    "constant": lambda a, _rng, n: np.full(n, 1.0 / a.rate_per_s),
+    "offline": lambda _a, _rng, n: np.zeros(n),
+    "closed": lambda _a, _rng, n: np.zeros(n),
 }
 """Gap generators: n inter-arrival gaps (s); arrival i = sum of the first i gaps (first at 0)."""
 

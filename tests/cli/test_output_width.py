@@ -179,7 +179,7 @@ def _setup(name: str, workdir: Path) -> list[str]:
         return ["calibrate", "p.csv"]
     if name == "bench-import":
         shutil.copy(GUIDELLM, workdir / "g.json")
-        return ["bench-import", "g.json", "--from", "guidellm", "--out", "imported"]
+        return ["bench-import", "g.json", "--from", "guidellm", "--out", "imported", "--overwrite"]
     return {
         "models": ["models"],
         "gpus": ["gpus"],

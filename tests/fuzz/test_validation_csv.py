@@ -114,12 +114,6 @@ def test_a_cell_over_the_csv_field_limit_is_a_schema_error(tmp_path: Path) -> No
     assert info.type.__name__ == "SchemaError"
 
 
-@pytest.mark.xfail(
-    reason="model.py (not this part): Path(name).exists() raises OSError ENAMETOOLONG for a model "
-    "name over 255 bytes; reported to the lead",
-    raises=OSError,
-    strict=False,
-)
 def test_a_model_name_too_long_for_a_path_is_a_skipped_row(tmp_path: Path) -> None:
     rows = [{**ROWS[0], "model_hf_id": "9" * 400}]
     result = _load(tmp_path, _csv(rows).encode())

@@ -48,7 +48,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
+from tokenprobe.cost import (
+    DEFAULT_EFFICIENCY,
+    DEFAULT_POWER,
+    MAX_OVERHEAD_S,
+    MAX_ROUTING_SKEW,
+    Efficiency,
+    PowerModel,
+)
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import names_a_file, parse_toml, read_text
 
@@ -64,8 +71,6 @@ ERROR_KEYS = {
     "mdape_after_pct": float,
 }
 ERROR_SETS = ("fitted", "held_out")
-MAX_OVERHEAD_S = 10.0
-MAX_ROUTING_SKEW = 5.0
 
 
 @dataclass(frozen=True)

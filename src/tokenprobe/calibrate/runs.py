@@ -52,7 +52,7 @@ def _resimulate(
     return _metrics(result.summary())
 
 
-def _deployment(cfg: Mapping[str, Any], where: str) -> Deployment:
+def _deployment(cfg: Mapping[str, Any]) -> Deployment:
     missing = [k for k in ("model", "gpu") if not cfg.get(k)]
     if missing:
         raise _SkipRunError(f"config names no {missing[0]} (give it with --{missing[0]})")
@@ -111,7 +111,7 @@ def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     bench = run.config.get("bench")
     cfg = {**run.config, **(bench if isinstance(bench, Mapping) else {}), **overrides}
     try:
-        dep = _deployment(cfg, str(root))
+        dep = _deployment(cfg)
         workload = _workload(cfg, root)
         sched = _scheduler(cfg)
         seed = _seed(cfg)

@@ -199,7 +199,12 @@ def bench_cmd(
     sampling = (
         guarded(
             lambda: TelemetryConfig(
-                telemetry_period_s, server_metrics_url, server_pid, server_load_s
+                period_s=telemetry_period_s,
+                server_metrics_url=server_metrics_url,
+                server_pid=server_pid,
+                server_load_s=server_load_s,
+                gpu=gpu,
+                catalog_model=catalog_model,
             )
         )
         if telemetry

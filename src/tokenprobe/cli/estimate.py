@@ -72,9 +72,9 @@ def estimate_cmd(
         float | None, typer.Option(help="Electricity price, USD per kWh")
     ] = None,
     gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
-    host: Annotated[str, typer.Option(help="Host from the catalog (CPU, DRAM, NVMe, NIC)")] = (
-        "default"
-    ),
+    host: Annotated[
+        str, typer.Option(help="Host: catalog name or TOML file (CPU, DRAM, NVMe, NIC)")
+    ] = "default",
     tls: Annotated[bool, typer.Option(help="Clients connect over TLS")] = False,
     tokenizer_tokens_per_s: Annotated[
         float | None,

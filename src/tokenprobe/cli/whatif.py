@@ -32,7 +32,7 @@ def whatif_cmd(
     kv_dtype: Annotated[
         str | None, typer.Option(help="KV-cache dtype (default: by the weight dtype)")
     ] = None,
-    host: Annotated[str, typer.Option(help="Host from the catalog")] = "default",
+    host: Annotated[str, typer.Option(help="Host: catalog name or TOML file")] = "default",
     uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
         "capacity_output_tokens_per_s"

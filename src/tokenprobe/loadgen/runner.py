@@ -164,7 +164,7 @@ async def _prompt_pool(
     return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize)
 
 
-async def _no_tokenizer(text: str) -> int | None:
+async def _no_tokenizer(_text: str) -> int | None:
     return None
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError, UnknownModelError
-from tokenprobe.files import read_json
+from tokenprobe.files import names_a_file, read_json
 from tokenprobe.model.hf_config import from_hf_config
 from tokenprobe.model.spec import ModelSpec
 
@@ -100,10 +100,6 @@ def get_model(name_or_path: str | Path) -> ModelSpec:
     if key in index:
         return _load_catalog_file(index[key])
     path = Path(name_or_path).expanduser()
-    try:
-        exists = path.exists()
-    except (OSError, ValueError):  # a name too long for a path, or one with a NUL byte
-        exists = False
-    if exists:
+    if names_a_file(path):  # False for a name too long for a path or with a NUL byte
         return load_config_file(path)
     raise UnknownModelError(name_or_path, catalog_names())

@@ -421,7 +421,9 @@ def read_run(directory: str | Path) -> Run:
     not valid: bad JSON, NaN/inf, a wrong type, a negative time or count (records/types.py).
     """
     root = Path(directory)
-    if not (names_a_file(root) and root.is_dir()):
+    if not names_a_file(root):
+        raise SchemaError(str(root), "does not exist (give a run folder: config.json, ...)")
+    if not root.is_dir():
         raise SchemaError(str(root), "is not a folder (a run folder holds config.json, ...)")
     doc = _read_config(root)
     warnings: list[str] = []
