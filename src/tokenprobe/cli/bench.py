@@ -156,8 +156,7 @@ def bench_cmd(
 ) -> None:
     """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
     from tokenprobe.bench import TelemetryConfig
-    from tokenprobe.loadgen import BenchConfig, bench_summary, sweep_configs
-    from tokenprobe.loadgen.selftest import run_self_test
+    from tokenprobe.loadgen import BenchConfig, bench_summary, run_self_test, sweep_configs
 
     if self_test:
         figures = guarded(lambda: run_self_test(duration_s=duration_s or 3.0))
@@ -264,8 +263,7 @@ def bench_import_cmd(
     overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""
-    from tokenprobe.loadgen import bench_summary
-    from tokenprobe.loadgen.importers import import_runs
+    from tokenprobe.loadgen import bench_summary, import_runs
 
     def run() -> list[tuple[str, dict[str, Any]]]:
         runs = import_runs(Path(path), source)

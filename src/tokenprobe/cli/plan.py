@@ -13,7 +13,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
-from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 

@@ -28,8 +28,13 @@ from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import gpu_names
 from tokenprobe.model import catalog_names
 from tokenprobe.records import read_summary
-from tokenprobe.report import compare_row, comparison_figure, describe_estimate, estimate_figures
-from tokenprobe.report.html import plotly_js
+from tokenprobe.report import (
+    compare_row,
+    comparison_figure,
+    describe_estimate,
+    estimate_figures,
+    plotly_js,
+)
 from tokenprobe.web.page import INDEX_HTML
 from tokenprobe.web.runs import RunNotFoundError, list_runs, run_dir, run_report_html
 from tokenprobe.web.schemas import (
