@@ -112,7 +112,7 @@ def bench_cmd(
     num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
     duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 128)")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 256)")] = None,
     dataset: Annotated[str | None, typer.Option(help="JSONL: prompt, output_tokens")] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,

@@ -29,7 +29,7 @@ from tokenprobe.workload import MAX_LENGTH_TOKENS, MAX_REQUESTS
 # caps at 1024 sequences by default), below what the open-file limit and memory allow
 MAX_CONCURRENCY = 100_000
 
-DEFAULT_OUTPUT_TOKENS = 128
+DEFAULT_OUTPUT_TOKENS = 256  # as estimate, simulate, plan and compare assume
 
 
 @dataclass(frozen=True, slots=True)
