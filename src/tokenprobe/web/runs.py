@@ -114,6 +114,17 @@ def check_run_files(root: Path, path: Path) -> Fingerprint:
     return tuple((name, *st) for name, st in found if st is not None)
 
 
+def check_run(root: Path, path: Path) -> tuple[Fingerprint, dict[str, Any]]:
+    """The checks every route makes before reading a run: its files (check_run_files), and its
+    config.json, which must be a UTF-8 JSON object (it is small; read with tokenprobe.files, which
+    also refuses NaN). Returns the fingerprint and the config document."""
+    fingerprint = check_run_files(root, path)
+    doc = read_json(path / CONFIG_FILE)
+    if not isinstance(doc, dict):
+        raise SchemaError(str(path / CONFIG_FILE), "expected a JSON object")
+    return fingerprint, doc
+
+
 @contextmanager
 def _reading(path: Path) -> Iterator[None]:
     """Name the run folder when tokenprobe.records lets a raw error out.
@@ -155,7 +166,7 @@ def _summary(path: Path) -> dict[str, Any] | None:
 
 def load_summary(runs_root: Path, path: Path) -> dict[str, Any] | None:
     """The summary.json of run folder `path` (None when the run was not closed)."""
-    check_run_files(runs_root.resolve(), path)
+    check_run(runs_root.resolve(), path)
     return _summary(path)
 
 
@@ -163,10 +174,7 @@ def _entry(root: Path, path: Path) -> dict[str, Any]:
     """One row of the run list; a run whose files are bad gets `error` (the reason) instead."""
     entry: dict[str, Any] = {"name": path.name}
     try:
-        check_run_files(root, path)
-        doc = read_json(path / CONFIG_FILE)
-        if not isinstance(doc, dict):
-            raise SchemaError(str(path / CONFIG_FILE), "expected a JSON object")
+        _, doc = check_run(root, path)
         summary = _summary(path) or {}
     except ConfigError as exc:
         entry["error"] = str(exc)
@@ -226,7 +234,7 @@ _RENDER = threading.Lock()  # one render at a time: each holds a whole run in me
 
 def run_report_html(runs_root: Path, path: Path) -> str:
     """The HTML report of a run folder, cached while none of its files changes."""
-    key = (str(path), check_run_files(runs_root.resolve(), path))
+    key = (str(path), check_run(runs_root.resolve(), path)[0])
     with _RENDER:
         if key not in _REPORTS:
             with _reading(path):
