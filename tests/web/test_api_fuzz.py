@@ -132,7 +132,8 @@ def _post(server: Server, path: str, content: bytes) -> httpx.Response:
 
 
 @fuzz(1.0)
-@given(path=st.sampled_from(["/api/estimate", "/api/whatif"]), body=field_bodies())
+# a what-if estimates on every catalog GPU: one in four, to keep the default run short
+@given(path=st.sampled_from(["/api/estimate"] * 3 + ["/api/whatif"]), body=field_bodies())
 def test_field_bodies_never_crash(server: Server, path: str, body: dict[str, Any]) -> None:
     if path == "/api/whatif":
         body.pop("gpu", None)  # not a what-if field; keep most bodies past validation
@@ -157,7 +158,7 @@ ROUTES = [
 ]
 
 
-@fuzz(0.5)
+@fuzz(0.25)
 @given(
     route=st.sampled_from(ROUTES),
     content=st.one_of(

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -238,3 +239,23 @@ def test_encoded_traversal_is_a_4xx(bad_runs_server: Server, target: str) -> Non
     status, text = _raw_get(bad_runs_server, target)
     assert status in (400, 404), (target, status, text[:300])
     assert "top secret" not in text
+
+
+def test_the_page_lists_unreadable_runs_with_the_reason(
+    bad_runs_server: Server, browser: Any, artifacts: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(bad_runs_server.url + "/")
+    page.wait_for_function("document.body.dataset.ready === '1'", timeout=60_000)
+    unreadable = page.locator("#runs-table tr.unreadable")
+    listed_bad = [b for b in BAD_RUNS if not b.summary_readable]
+    assert unreadable.count() == len(listed_bad)
+    texts = unreadable.all_inner_texts()
+    assert any("links outside the runs folder" in t for t in texts)
+    links = page.locator("#runs-table a").all_inner_texts()
+    assert GOOD in links and len(links) == len(BAD_RUNS) + 1
+    page.locator("#runs-table").screenshot(path=str(artifacts / "web-unreadable-runs.png"))
+    page.close()
+    assert errors == []

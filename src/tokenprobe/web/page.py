@@ -30,7 +30,7 @@ textarea { height: 8em; font-family: monospace; font-size: 0.8em; }
 .fig { min-height: 360px; border: 1px solid #eee; }
 .fig.wide { grid-column: 1 / -1; }
 table { border-collapse: collapse; font-size: 0.85em; margin-top: 0.5em; }
-tr.unreadable td { color: #b00; }
+tr.unreadable td { color: #b00; text-align: left; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; }
 td:not(:first-child) { text-align: right; }
 h2 { font-size: 1.1em; border-bottom: 1px solid #ccc; margin-top: 1.5em; }
