@@ -7,6 +7,7 @@ a traceback in the server's log (conftest checks it after every test)."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ class Bad:
     name: str
     spoil: Callable[[Path, Path], None]  # (run folder, a folder outside the runs folder)
     words: str
-    summary_readable: bool = False  # only records.jsonl is bad: summary and list entry are fine
+    summary_readable: bool = False  # config.json and summary.json read: only the page fails
 
 
 def _replace(run: Path, name: str, make: Callable[[Path], None]) -> None:
@@ -57,6 +58,23 @@ def _link_out(name: str) -> Callable[[Path, Path], None]:
 
 def _write(name: str, data: bytes) -> Callable[[Path, Path], None]:
     return lambda run, _: (run / name).write_bytes(data)
+
+
+def _edit_config(**changes: object) -> Callable[[Path, Path], None]:
+    def spoil(run: Path, _: Path) -> None:
+        doc = json.loads((run / CONFIG_FILE).read_text())
+        (run / CONFIG_FILE).write_text(json.dumps({**doc, **changes}))
+
+    return spoil
+
+
+def _edit_first_record(**changes: object) -> Callable[[Path, Path], None]:
+    def spoil(run: Path, _: Path) -> None:
+        first, *rest = (run / RECORDS_FILE).read_text().splitlines()
+        lines = [json.dumps({**json.loads(first), **changes}), *rest]
+        (run / RECORDS_FILE).write_text("\n".join(lines) + "\n")
+
+    return spoil
 
 
 BAD_RUNS = [
@@ -99,6 +117,9 @@ BAD_RUNS = [
         "utf-8",
         summary_readable=True,
     ),
+    Bad("text-wall-start", _edit_config(wall_start_s="noon"), "text-wall-start", True),
+    Bad("list-run-config", _edit_config(config=[1, 2]), "list-run-config", True),
+    Bad("far-future-record", _edit_first_record(finish_s=1e308), "far-future-record", True),
     Bad(
         "broken-records",
         _write(RECORDS_FILE, b'{"request_id": \n{}\n'),

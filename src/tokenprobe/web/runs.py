@@ -125,21 +125,28 @@ def check_run(root: Path, path: Path) -> tuple[Fingerprint, dict[str, Any]]:
     return fingerprint, doc
 
 
+# What tokenprobe.records and tokenprobe.report still let out for some bad run files (reported
+# to their owners), instead of a SchemaError naming the file: a binary config.json or a
+# records.jsonl that is not UTF-8 (UnicodeDecodeError), an unreadable file (OSError), a
+# `wall_start_s` or `config` of the wrong type in config.json (ValueError, TypeError), record
+# times of 1e308 whose figures are infinite (ValueError from the report's JSON writer), JSON
+# nested too deeply (RecursionError).
+_RAW_ERRORS = (OSError, ValueError, TypeError, KeyError, ArithmeticError, RecursionError)
+
+
 @contextmanager
 def _reading(path: Path) -> Iterator[None]:
-    """Name the run folder when tokenprobe.records lets a raw error out.
-
-    `records/folder.py` raises SchemaError (a ConfigError) for most bad files, but at the time of
-    writing a binary config.json, a records.jsonl that is not UTF-8, an unreadable file and
-    deeply nested JSON reach here as UnicodeDecodeError / OSError / RecursionError (reported to
-    its owner). Catching those here keeps the run browser up whichever is fixed first.
-    """
+    """Turn a raw error out of reading or rendering run folder `path` into a SchemaError naming
+    it, so that a bad file gives the run browser a 400 with the reason, never a 500, whichever
+    package is fixed first. SchemaError and other ConfigErrors pass unchanged."""
     try:
         yield
     except ConfigError:
         raise
-    except (OSError, UnicodeDecodeError, RecursionError) as exc:
-        raise SchemaError(str(path), f"cannot be read: {exc}") from None
+    except _RAW_ERRORS as exc:
+        raise SchemaError(
+            str(path), f"cannot be read or shown ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _finite_json(doc: Any, source: str) -> None:
@@ -239,8 +246,10 @@ def run_report_html(runs_root: Path, path: Path) -> str:
         if key not in _REPORTS:
             with _reading(path):
                 run = read_run(path)
-            summary = _summary(path) or summarize(run)
-            html = render_html(f"Run {path.name}", run_sections(run, summary, path.name))
+            summary = _summary(path)
+            with _reading(path):
+                sections = run_sections(run, summary or summarize(run), path.name)
+                html = render_html(f"Run {path.name}", sections)
             _REPORTS.clear()  # one report is several MB: keep only the latest
             _REPORTS[key] = html
         return _REPORTS[key]
