@@ -4,6 +4,7 @@ JSON Python can hold, or hold NaN, infinity or huge numbers, are a 400/422 namin
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -91,6 +92,27 @@ def test_a_content_length_that_lies_does_not_lift_the_cap(server: Server) -> Non
             pass  # the server may stop reading once it has answered
         answer = sock.recv(4096)
     assert answer.startswith(b"HTTP/1.1 4"), answer[:200]
+    assert server.alive()
+
+
+def test_bytes_past_a_short_content_length_are_not_read_as_the_body(server: Server) -> None:
+    """Content-Length 12, then 64 KiB more in the same write: the body is the 12 bytes declared
+    (a 200 for batch 2), the rest is read as the next request on the connection (not HTTP: a 400
+    from uvicorn, which then closes), never as more body (that would be a 422 or a 413)."""
+    body = b'{"batch": 2}'
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(
+            b"POST /api/estimate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s%s" % (len(body), body, b"x" * 65536)
+        )
+        answers = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                answers += chunk
+    assert answers.startswith(b"HTTP/1.1 200"), answers[:200]
+    assert b'"batch":2' in answers.replace(b" ", b"")
+    assert b"HTTP/1.1 400" in answers  # the leftover bytes, refused as a request
     assert server.alive()
 
 
