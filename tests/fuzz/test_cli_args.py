@@ -49,7 +49,7 @@ BASES: dict[str, list[str]] = {
         "5",
         "--num-requests",
         "20",
-    ],  # fmt: skip
+    ],
     "plan": [
         "--model",
         "llama-3.1-8b",
@@ -67,7 +67,7 @@ BASES: dict[str, list[str]] = {
         "20",
         "--workers",
         "1",
-    ],  # fmt: skip
+    ],
     "report": ["--estimate", "--out", "r.html"],
     "bench": [
         "--url",
@@ -84,7 +84,7 @@ BASES: dict[str, list[str]] = {
         "2",
         "--out",
         "b",
-    ],  # fmt: skip
+    ],
     "bench-import": ["missing.json", "--out", "imported"],
     "diagnose": ["run"],
     "calibrate": ["missing.csv"],
@@ -92,8 +92,24 @@ BASES: dict[str, list[str]] = {
 }
 # options that would make a command run long or leave this process (a server, a Ray cluster)
 SKIP = {"--self-test", "--ray", "--prometheus", "--telemetry", "--sweep", "--duration-s"}
-HOSTILE = ["nan", "inf", "-inf", "-1", "0", "1e308", "99999999999999999999", "", "x", "-",
-           "1,,2", "=", "h100-sxm=nan", "\x7f", "é" * 300, "9" * 400]  # fmt: skip
+HOSTILE = [
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "0",
+    "1e308",
+    "99999999999999999999",
+    "",
+    "x",
+    "-",
+    "1,,2",
+    "=",
+    "h100-sxm=nan",
+    "\x7f",
+    "é" * 300,
+    "9" * 400,
+]
 PATHS = ["folder", "fifo", "binary.bin", "latin1.json", "missing/x.toml", "/proc/nope/x"]
 
 
