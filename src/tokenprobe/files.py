@@ -79,6 +79,25 @@ def names_a_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def check_out_file(path: str | os.PathLike[str], field: str = "out") -> None:
+    """Refuse an output file path before a long job, not after it (calibrate fits for minutes),
+    and never block on it: a folder or a FIFO is refused; else the file is really opened for
+    appending, then removed if this made it (os.access says yes to root everywhere, /proc too)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(field, str(p), "is a folder; give a file path")
+    existed = names_a_file(p)
+    if existed and not p.is_file():  # opening a FIFO for writing blocks until a reader comes
+        raise ConfigError(field, str(p), "is not a regular file")
+    try:
+        with p.open("a"):
+            pass
+    except OSError as exc:
+        raise ConfigError(field, str(p), f"cannot be written: {_describe(exc)}") from None
+    if not existed:
+        p.unlink(missing_ok=True)
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -141,6 +160,7 @@ def finite(
 
 __all__ = [
     "MAX_FILE_BYTES",
+    "check_out_file",
     "finite",
     "names_a_file",
     "parse_json",

@@ -57,7 +57,7 @@ from tokenprobe.cost import (
     PowerModel,
 )
 from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.files import names_a_file, parse_toml, read_text
+from tokenprobe.files import check_out_file, names_a_file, parse_toml, read_text
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
 ENGINE_KEYS = {"name": str, "version": str, "fitted_on": list, "notes": str}
@@ -256,6 +256,7 @@ def dumps_profile(profile: Profile) -> str:
 
 def save_profile(profile: Profile, path: str | Path) -> Path:
     p = Path(path)
+    check_out_file(p, "profile path")
     try:
         p.write_text(dumps_profile(profile), encoding="utf-8")
     except OSError as exc:

@@ -14,11 +14,9 @@ from __future__ import annotations
 import errno
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -169,23 +167,6 @@ def os_error_line(exc: OSError) -> str:
     if exc.filename is None:
         return reason
     return f"file={str(exc.filename)!r}: {reason[0].lower()}{reason[1:]}"
-
-
-def check_out_file(path: str | os.PathLike[str], field: str = "out") -> None:
-    """Refuse an output file path before a long job, not after it (calibrate fits for minutes):
-    the file is really opened for appending, then removed if this made it (os.access would say
-    yes to root everywhere, /proc included)."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(field, str(p), "is a folder; give a file path")
-    existed = p.exists()
-    try:
-        with p.open("a"):
-            pass
-    except OSError as exc:
-        raise ConfigError(field, str(p), f"cannot be written: {os_error_line(exc)}") from None
-    if not existed:
-        p.unlink(missing_ok=True)
 
 
 def print_json(data: dict[str, Any]) -> None:

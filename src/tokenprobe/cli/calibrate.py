@@ -21,8 +21,9 @@ from tokenprobe.calibrate import (
     write_profile_run,
 )
 from tokenprobe.calibrate import calibrate as run_calibration
-from tokenprobe.cli.app import app, check_out_file, console, guarded, print_json
+from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, progress, prose
+from tokenprobe.files import check_out_file
 
 ERROR_COLUMNS = (
     Col("set", kind="name"),

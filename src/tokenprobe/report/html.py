@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenprobe.files import check_out_file
 from tokenprobe.report.plot import Figure
 
 Row = tuple[str, ...]
@@ -131,5 +132,6 @@ def write_report(out: str | Path, sections: list[Section], title: str, subtitle:
     """Write the report to `out` (parents created) and return its path."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_out_file(path)  # a folder or FIFO at `out` is refused, never blocked on
     path.write_text(render_html(title, sections, subtitle), encoding="utf-8")
     return path
