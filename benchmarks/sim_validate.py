@@ -41,7 +41,7 @@ from tokenprobe.cost import Deployment, kv_capacity_tokens, make_deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
-from validation_data import Progress, require
+from validation_data import Progress, require, run_main
 
 CSV = "trtllm_v0.14_throughput.csv"
 MLENERGY_CSV = "mlenergy_leaderboard_v3_h100.csv"
@@ -244,4 +244,4 @@ def main_trtllm(rows: list[dict[str, str]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -44,7 +44,7 @@ from tokenprobe.calibrate import (
 from tokenprobe.calibrate.observations import LoadResult
 from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
 from tokenprobe.errors import TokenprobeError
-from validation_data import Progress, require
+from validation_data import Progress, require, run_main
 
 CSVS = (
     "argonne_llm_inference_bench.csv",
@@ -257,4 +257,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ENV_VAR = "TOKENPROBE_VALIDATION_DIR"
@@ -88,3 +88,15 @@ class Progress:
         if self.enabled:
             sys.stderr.write("\n")
             sys.stderr.flush()
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Exit with `main()`'s code; a reader that stops early (`| head`) ends it quietly, as the
+    Python docs advise for SIGPIPE, instead of with a BrokenPipeError traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    raise SystemExit(code or 0)
