@@ -151,3 +151,26 @@ def test_a_bad_host_line_names_the_file_and_line(tmp_path: Path) -> None:
         f.write('{"t_s": 1.0, "cpu_util_per_core": ["x"]}\n')
     with pytest.raises(SchemaError, match=r"host\.jsonl:2"):
         read_run(tmp_path)
+
+
+def test_credentials_of_a_separate_metrics_url_are_written_nowhere(tmp_path: Path) -> None:
+    """A /metrics that fails (the fake server has none) puts its URL into notes and samples:
+    the URL's password and token must come out as *** there too."""
+    from loadgen.fake_server import FakeServer
+
+    out = tmp_path / "run"
+    with FakeServer() as fake:
+        metrics = f"http://mu:mpw-4242@127.0.0.1:{fake.port}/nowhere?token=mt-77"
+        args = ["bench", "--url", fake.url("ok"), "--model", "m", "--out", str(out)]
+        args += ["--concurrency", "1", "--num-requests", "3", "--input-tokens", "4"]
+        args += ["--output-tokens", "3", "--telemetry", "--telemetry-period-s", "0.05"]
+        args += ["--server-metrics-url", metrics]
+        result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert read_run(out).server, "the failing scrape is recorded"
+    for path in out.iterdir():
+        text = path.read_text()
+        assert "mpw-4242" not in text and "mt-77" not in text, path.name
+    config = json.loads((out / "config.json").read_text())["config"]
+    assert config["telemetry"]["server_metrics_url"].endswith("/nowhere?token=***")
+    assert "mpw-4242" not in "".join(result.output.split())

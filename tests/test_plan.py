@@ -73,8 +73,8 @@ def test_contradictory_or_missing_options() -> None:
 
 def test_plan_cli_json_and_bad_input() -> None:
     runner = CliRunner()
-    base = ["plan", "--model", "llama-3.1-8b", "--rate", "4", "--slo-tpot-p90", "0.05",
-            "--gpus", "h100-sxm", "--dtypes", "bf16", "--tp", "1", "--num-requests", "100",
+    base = ["plan", "--model", "llama-3.1-8b", "--rate", "4", "--slo-tpot-s", "0.05",
+            "--gpu", "h100-sxm", "--weight-dtype", "bf16", "--tp", "1", "--num-requests", "100",
             "--workers", "1"]  # fmt: skip
     out = runner.invoke(app, [*base, "--json"])
     assert out.exit_code == 0, out.output

@@ -11,7 +11,8 @@ a server sample's `t_s` are all `units.now_s() - t0_s`. Samples are appended to 
 they are taken (telemetry.jsonl, host.jsonl, server_metrics.jsonl) and stop with the run: those
 the writer refused after it closed are dropped from the Run too, so the folder and the Run agree.
 At the end config.json gains a "telemetry" block and telemetry_notes.json says what was missing
-(NVML absent, a GPU that stopped answering, a /metrics that failed).
+(NVML absent, a GPU that stopped answering, a /metrics that failed). The run's secrets (API key,
+URL credentials) are masked in the notes and in everything written (`records.redact`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tokenprobe.energy_join import join_energy
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.loadgen import BenchConfig, bench_summary, run_bench
+from tokenprobe.loadgen.credentials import mask_url, metrics_urls, url_secrets
 from tokenprobe.loadgen.runner import OnRecord
 from tokenprobe.model import get_model
 from tokenprobe.records import (
@@ -32,10 +34,11 @@ from tokenprobe.records import (
     RunWriter,
     ServerSample,
     TelemetrySample,
+    redact,
     update_run_folder,
 )
 from tokenprobe.telemetry.sampler import DEFAULT_PERIOD_S, Sampler, make_sampler, notes_doc
-from tokenprobe.telemetry.scrape import ServerScraper, metrics_url
+from tokenprobe.telemetry.scrape import ServerScraper
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ def run_measured(
     if telemetry is None:
         return run_bench(config, on_record)
     url = (
-        metrics_url(config.url)
+        metrics_urls(config.url)[0]
         if telemetry.server_metrics_url is None
         else telemetry.server_metrics_url
     )
@@ -128,7 +131,7 @@ def run_measured(
             scraper.start(t0_s)
 
     try:
-        run = run_bench(config, on_record, on_start)
+        run = run_bench(config, on_record, on_start, url_secrets(url))
     finally:
         sink.detach()
         sampler.stop()
@@ -147,15 +150,17 @@ def _finish(
     url: str,
 ) -> None:
     """Notes and the telemetry block into the Run; config, notes and summary into its folder."""
+    secrets = (*config.secrets(), *url_secrets(url))
+    shown = mask_url(url) if url else None
     notes = notes_doc(sampler)
-    notes["server_metrics_url"] = url or None
+    notes["server_metrics_url"] = shown
     notes["server_scrape_period_s"] = scraper.period_s if scraper else None
     notes["server_scrape_failures"] = scraper.failures if scraper else 0
     notes["notes"] = [*notes["notes"], *(scraper.notes if scraper else [])]
-    run.telemetry_notes = notes
+    run.telemetry_notes = redact(notes, secrets)
     run.config["telemetry"] = {
         "period_s": telemetry.period_s,
-        "server_metrics_url": url or None,
+        "server_metrics_url": shown,
         "server_pid": telemetry.server_pid,
         "gpus": sorted({s.gpu_index for s in run.telemetry if s.gpu_index is not None}),
     }
@@ -166,7 +171,7 @@ def _finish(
     }
     run.config.update({k: v for k, v in known.items() if v is not None})
     if config.out:
-        update_run_folder(config.out, run, telemetry_summary(run))
+        update_run_folder(config.out, run, telemetry_summary(run), secrets)
 
 
 def telemetry_summary(run: Run) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import stat
 import tomllib
@@ -68,6 +69,16 @@ def read_text(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) 
         ) from None
 
 
+def names_a_file(path: str | os.PathLike[str]) -> bool:
+    """True when something (a dangling link too) is at `path`; False where there is nothing or
+    the OS cannot say: Path.exists() and is_file() raise for a name over 255 bytes
+    (ENAMETOOLONG), which is what a long model or GPU name typed on a command line is."""
+    try:
+        return os.path.lexists(path)
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name
+        return False
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -89,7 +100,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    # a plain ValueError too: tomllib lets int()'s "Exceeds the limit (4300 digits)" through
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise SchemaError(source, f"is not valid TOML: {exc}") from None
     except RecursionError:
         raise SchemaError(source, "is nested too deeply to be TOML tokenprobe reads") from None
@@ -109,9 +121,10 @@ def finite(
 ) -> float:
     """`value` as a finite float within [lo, hi] (or (lo, hi] with `lo_open`), else ConfigError.
 
-    Booleans are refused (True is an int in Python, never a quantity a user meant).
+    Booleans are refused (True is an int in Python, never a quantity a user meant); numpy
+    scalars are numbers like any other (`numbers.Real`).
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
         raise ConfigError(field, value, "a number")
     try:
         x = float(value)
@@ -129,6 +142,7 @@ def finite(
 __all__ = [
     "MAX_FILE_BYTES",
     "finite",
+    "names_a_file",
     "parse_json",
     "parse_toml",
     "read_bytes",

@@ -4,7 +4,11 @@ Every figure lives in `catalog/gpus.toml` / `catalog/hosts.toml` with its source
 header documents the schema. The files are written in datasheet units named by their unit
 (`hbm_gb_per_s`, `peak_tflop_per_s`, `latency_us`); this module converts them to SI floats
 (bytes, bytes/s, FLOP/s, s, W) at load, and validates them: unknown or missing keys and any number
-that is not finite and > 0 raise `SchemaError` naming the key and the value.
+that is not finite and > 0, or outside its plausible range (`_RANGES`: e.g. at most 10^5
+TFLOP/s, 10^5 GiB of HBM, 10^5 W; far beyond any part, but where the SI figures stay finite
+after conversion), raise `SchemaError` naming the file, the key and the value. User files (a GPU
+TOML for `get_gpu`, a host TOML for `get_host`) are read by `tokenprobe.files` (a folder, FIFO,
+binary or non-UTF-8 file is a SchemaError naming it, never a hang).
 
 Conventions the cost model relies on:
 
@@ -27,7 +31,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -36,6 +39,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError, UnknownHardwareError
+from tokenprobe.files import names_a_file, parse_toml, read_toml
 from tokenprobe.precision import DTYPES, get_dtype
 from tokenprobe.units import BITS_PER_BYTE, GIGA, MEGA, MICRO, TERA, GiB, MiB
 
@@ -154,6 +158,25 @@ _GPU_REQUIRED = (
 )  # fmt: skip
 _GPU_OPTIONAL = ("aliases", "boost_clock_mhz", "memory_reported_mib", "c2c_gb_per_s_per_direction")
 _LINK_KEYS = ("kind", "gb_per_s_per_direction", "latency_us")
+# (lo, hi) of each number, in the file's units; lo is exclusive (> lo), hi inclusive. Wide on
+# purpose: they catch a unit slip by 10^3+ and keep SI conversions finite, nothing finer.
+_RANGES: dict[str, tuple[float, float]] = {
+    "peak_tflop_per_s": (1e-6, 1e5),
+    "hbm_gib": (1e-6, 1e5),
+    "hbm_gb_per_s": (1e-3, 1e6),
+    "tdp_w": (1e-3, 1e5),
+    "idle_w": (0.0, 1e5),
+    "gb_per_s_per_direction": (1e-6, 1e6),
+    "latency_us": (1e-6, 1e7),
+    "boost_clock_mhz": (1e-3, 1e6),
+    "memory_reported_mib": (1e-3, 1e9),
+    "c2c_gb_per_s_per_direction": (1e-6, 1e6),
+    "dram_gib": (1e-6, 1e8),
+    "dram_gb_per_s": (1e-6, 1e6),
+    "nvme_gb_per_s": (1e-6, 1e6),
+    "nic_gbit_per_s": (1e-6, 1e7),
+}
+_MAX_CPU_CORES = 10**6
 _HOST_KEYS = (
     "display_name", "cpu_cores", "dram_gib", "dram_gb_per_s", "nvme_gb_per_s", "nic_gbit_per_s",
     "sources",
@@ -202,20 +225,22 @@ class _Table:
             raise self.fail(key, "is empty; give at least one source")
         return tuple(value)
 
-    def positive(self, key: str) -> float:
+    def positive(self, key: str, range_key: str | None = None) -> float:
+        """A finite number in its `_RANGES` range (> 0 where no range is listed)."""
         value = self.data[key]
+        lo, hi = _RANGES.get(range_key or key, (0.0, math.inf))
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value <= 0:
-            raise self.fail(key, f"{value!r} is not a finite number > 0")
+        if not ok or not math.isfinite(value) or not lo < value <= hi:
+            raise self.fail(key, f"{value!r} is not a finite number > {lo:g} and <= {hi:g}")
         return float(value)
 
     def optional_positive(self, key: str) -> float | None:
         return self.positive(key) if key in self.data else None
 
-    def count(self, key: str) -> int:
+    def count(self, key: str, hi: int) -> int:
         value = self.data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.fail(key, f"{value!r} is not an integer > 0")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= hi:
+            raise self.fail(key, f"{value!r} is not an integer > 0 and <= {hi}")
         return value
 
     def integer(self, key: str, choices: tuple[int, ...]) -> int:
@@ -230,7 +255,7 @@ def _parse_peaks(table: _Table) -> Mapping[str, float]:
     for dtype in table.data:
         if dtype not in DTYPES:
             raise table.fail(dtype, f"unknown dtype; allowed: {', '.join(DTYPES)}")
-        peaks[dtype] = table.positive(dtype) * TERA
+        peaks[dtype] = table.positive(dtype, "peak_tflop_per_s") * TERA
     if not peaks:
         raise table.fail("peak_tflop_per_s", "is empty; give at least one dtype")
     return MappingProxyType(peaks)
@@ -280,7 +305,7 @@ def _parse_host(table: _Table, name: str) -> HostSpec:
     table.check_keys(_HOST_KEYS)
     return HostSpec(
         name=name,
-        cpu_cores=table.count("cpu_cores"),
+        cpu_cores=table.count("cpu_cores", _MAX_CPU_CORES),
         dram_bytes=table.positive("dram_gib") * GiB,
         dram_bytes_per_s=table.positive("dram_gb_per_s") * GIGA,
         nvme_bytes_per_s=table.positive("nvme_gb_per_s") * GIGA,
@@ -288,13 +313,6 @@ def _parse_host(table: _Table, name: str) -> HostSpec:
         sources=table.texts("sources", non_empty=True),
         display_name=table.text("display_name"),
     )
-
-
-def _parse_toml(text: str, origin: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SchemaError(origin, f"not valid TOML: {exc}") from exc
 
 
 def _tables(doc: Mapping[str, Any], origin: str) -> list[tuple[str, _Table]]:
@@ -341,7 +359,7 @@ def _catalog_text(filename: str) -> str:
 @functools.cache
 def _catalog() -> _Index:
     origin = "tokenprobe/catalog/gpus.toml"
-    doc = _parse_toml(_catalog_text("gpus.toml"), origin)
+    doc = parse_toml(_catalog_text("gpus.toml"), origin)
     gpus = [_parse_gpu(table, name) for name, table in _tables(doc, origin)]
     return _build_index(gpus, origin, {})
 
@@ -349,7 +367,7 @@ def _catalog() -> _Index:
 @functools.cache
 def _hosts() -> dict[str, HostSpec]:
     origin = "tokenprobe/catalog/hosts.toml"
-    doc = _parse_toml(_catalog_text("hosts.toml"), origin)
+    doc = parse_toml(_catalog_text("hosts.toml"), origin)
     return {name: _parse_host(table, name) for name, table in _tables(doc, origin)}
 
 
@@ -391,7 +409,7 @@ def get_gpu(name: str) -> GpuSpec:
     spec = _catalog().gpus.get(name) or _lookup(_normalize(name))
     if spec is not None:
         return spec
-    if name.endswith(".toml") or Path(name).is_file():
+    if name.endswith(".toml") or names_a_file(name):
         return _single_gpu_from_file(name)
     raise UnknownHardwareError(name, _hint_names(_normalize(name)))
 
@@ -411,11 +429,7 @@ def load_hardware_file(path: str | Path) -> list[GpuSpec]:
     the GPUs it defined before.
     """
     origin = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError("gpu", origin, f"cannot read hardware file: {exc.strerror}") from exc
-    doc = _parse_toml(text, origin)
+    doc = read_toml(path)
     gpus = [_parse_gpu(table, name) for name, table in _tables(doc, origin)]
     reloaded = {g.name for g in gpus}
     taken = {k: f"the catalog entry {v}" for k, v in _catalog().keys.items()}
@@ -433,8 +447,22 @@ def host_names() -> list[str]:
 
 
 def get_host(name: str = "default") -> HostSpec:
-    """A host from catalog/hosts.toml by name (case-insensitive)."""
+    """A host from catalog/hosts.toml by name (case-insensitive), or the one host of a user TOML
+    file (same schema as catalog/hosts.toml) given by its path."""
     host = _hosts().get(_normalize(name))
-    if host is None:
-        raise ConfigError("host", name, f"one of {', '.join(host_names())}")
-    return host
+    if host is not None:
+        return host
+    if name.endswith(".toml") or names_a_file(name):
+        hosts = load_host_file(name)
+        if len(hosts) != 1:
+            names = ", ".join(h.name for h in hosts)
+            raise ConfigError("host", name, f"file holds {len(hosts)} hosts ({names}); want one")
+        return hosts[0]
+    raise ConfigError("host", name, f"one of {', '.join(host_names())}, or a host .toml file")
+
+
+def load_host_file(path: str | Path) -> list[HostSpec]:
+    """Hosts of a user TOML file in the schema of catalog/hosts.toml (not added to the catalog)."""
+    origin = str(path)
+    doc = read_toml(path)
+    return [_parse_host(table, name) for name, table in _tables(doc, origin)]

@@ -36,6 +36,15 @@ Workload files (`load_workload`): TOML or JSON, unknown keys rejected, e.g.
     kind = "fixed"
     value = 256
 
+Limits (a workload is refused where it is built, so simulate, plan, calibrate and bench all get
+them): at most `MAX_REQUESTS` (10^7) requests, token counts at most `MAX_LENGTH_TOKENS` (2^24,
+16.8M: no served model's context is near it; sampled lengths are clipped to it), rates in
+[1e-9, 1e9] requests/s, burstiness in [1e-6, 1e6], a lognormal's sigma at most 10 (beyond, its
+samples are 0 or overflow), trace and length files at most `MAX_TRACE_BYTES` (128 MiB, about 3M
+rows). 10^7 requests already take ~10 s and a few GiB to generate; 10^11 asked for 745 GiB.
+Every number is checked finite (TOML and JSON both carry NaN/inf) and of its type (a bool is not
+a count). A bad value in a file raises SchemaError naming the file, the field and the value.
+
 Named scenarios (workload + deployment + scheduler settings) are in `tokenprobe.sim.scenarios`,
 because they also fix the hardware and the server's settings.
 """
@@ -43,9 +52,8 @@ because they also fix the hardware and the server's settings.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +62,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import finite, parse_json, parse_toml, read_text
 
 LENGTH_KINDS: tuple[str, ...] = ("fixed", "uniform", "normal", "lognormal", "empirical")
 ARRIVAL_KINDS: tuple[str, ...] = ("poisson", "gamma", "constant", "offline", "closed", "trace")
+MAX_REQUESTS = 10**7
+MAX_LENGTH_TOKENS = 2**24
+MAX_TRACE_BYTES = 128 * 2**20
+RATE_RANGE_PER_S = (1e-9, 1e9)
+BURSTINESS_RANGE = (1e-6, 1e6)
+MAX_LOGNORMAL_SIGMA = 10.0
 
 
 class RequestSpec(NamedTuple):
@@ -75,14 +90,26 @@ class RequestSpec(NamedTuple):
     prefix_group: int = 0
 
 
-def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ConfigError(name, value, "must be a positive finite number")
+def _positive(name: str, value: object, hi: float = math.inf) -> None:
+    finite(name, value, lo=0.0, lo_open=True, hi=None if math.isinf(hi) else hi)
+    if isinstance(value, str):  # finite() reads "4" as 4; a spec's number is never text
+        raise ConfigError(name, value, "a number, not text")
 
 
-def _nonnegative(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-        raise ConfigError(name, value, "must be a finite number >= 0")
+def _nonnegative(name: str, value: object, hi: float = math.inf) -> None:
+    finite(name, value, lo=0.0, hi=None if math.isinf(hi) else hi)
+    if isinstance(value, str):
+        raise ConfigError(name, value, "a number, not text")
+
+
+def _in_range(name: str, value: object, lo: float, hi: float) -> None:
+    _positive(name, value)
+    finite(name, value, lo=lo, hi=hi)
+
+
+def _is_count(value: object, lo: int, hi: int) -> bool:
+    """An int (not a bool) in [lo, hi]."""
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +134,8 @@ class LengthDist:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """`n` token counts (int64, each >= 1)."""
         raw = _LENGTH_SAMPLERS[self.kind](self, rng, n)
-        counts: np.ndarray = np.maximum(np.rint(raw), 1).astype(np.int64)
+        # clipped before the cast: a float beyond int64 would wrap to a negative count
+        counts: np.ndarray = np.clip(np.rint(raw), 1, MAX_LENGTH_TOKENS).astype(np.int64)
         return counts
 
     @property
@@ -122,29 +150,40 @@ class LengthDist:
         }[self.kind]
 
 
+_TOKENS = f"an integer in [1, {MAX_LENGTH_TOKENS}] (2^24)"
+
+
 def _check_fixed(d: LengthDist) -> None:
-    if not (isinstance(d.value, int) and d.value >= 1):
-        raise ConfigError(d.name, d.value, "a token count must be an integer >= 1")
+    if not _is_count(d.value, 1, MAX_LENGTH_TOKENS):
+        raise ConfigError(d.name, d.value, f"a token count must be {_TOKENS}")
 
 
 def _check_uniform(d: LengthDist) -> None:
-    if not (1 <= d.low <= d.high):
+    for key in ("low", "high"):
+        if not _is_count(getattr(d, key), 1, MAX_LENGTH_TOKENS):
+            raise ConfigError(f"{d.name}.{key}", getattr(d, key), _TOKENS)
+    if not d.low <= d.high:
         raise ConfigError(f"{d.name}.low/high", (d.low, d.high), "need 1 <= low <= high")
 
 
 def _check_normal(d: LengthDist) -> None:
-    _positive(f"{d.name}.mean", d.mean)
-    _nonnegative(f"{d.name}.std", d.std)
+    _positive(f"{d.name}.mean", d.mean, MAX_LENGTH_TOKENS)
+    _nonnegative(f"{d.name}.std", d.std, MAX_LENGTH_TOKENS)
 
 
 def _check_lognormal(d: LengthDist) -> None:
-    _positive(f"{d.name}.mean", d.mean)
-    _nonnegative(f"{d.name}.sigma", d.sigma)
+    _positive(f"{d.name}.mean", d.mean, MAX_LENGTH_TOKENS)
+    _nonnegative(f"{d.name}.sigma", d.sigma, MAX_LOGNORMAL_SIGMA)
 
 
 def _check_empirical(d: LengthDist) -> None:
-    if not d.values or any(not isinstance(v, int) or v < 1 for v in d.values):
-        raise ConfigError(f"{d.name}.values", d.values[:5], "a non-empty list of integers >= 1")
+    values = d.values
+    if not isinstance(values, tuple) or not values or len(values) > MAX_REQUESTS:
+        shown = values[:5] if isinstance(values, tuple | list) else values
+        raise ConfigError(f"{d.name}.values", shown, f"a list of 1 to {MAX_REQUESTS} counts")
+    bad = next((v for v in values if not _is_count(v, 1, MAX_LENGTH_TOKENS)), None)
+    if bad is not None:
+        raise ConfigError(f"{d.name}.values", bad, f"each value {_TOKENS}")
 
 
 _LENGTH_CHECKS: dict[str, Callable[[LengthDist], None]] = {
@@ -155,7 +194,7 @@ _LENGTH_CHECKS: dict[str, Callable[[LengthDist], None]] = {
     "empirical": _check_empirical,
 }
 _LENGTH_SAMPLERS: dict[str, Callable[[LengthDist, np.random.Generator, int], np.ndarray]] = {
-    "fixed": lambda d, rng, n: np.full(n, d.value),
+    "fixed": lambda d, _rng, n: np.full(n, d.value),
     "uniform": lambda d, rng, n: rng.integers(d.low, d.high, size=n, endpoint=True),
     "normal": lambda d, rng, n: rng.normal(d.mean, d.std, size=n),
     "lognormal": lambda d, rng, n: rng.lognormal(math.log(d.mean) - d.sigma**2 / 2, d.sigma, n),
@@ -170,19 +209,23 @@ def fixed(tokens: int, name: str = "tokens") -> LengthDist:
 def read_lengths_file(path: str | Path, name: str = "tokens") -> LengthDist:
     """An empirical distribution from a file of one integer per line (blank and # lines skipped)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise SchemaError(str(p), f"cannot read: {exc.strerror}") from None
+    lines = read_text(p, max_bytes=MAX_TRACE_BYTES).splitlines()
     values: list[int] = []
     for number, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            values.append(int(text))
+            value = int(text)
         except ValueError:
-            raise SchemaError(f"{p}:{number}", f"{text!r} is not an integer") from None
+            raise SchemaError(f"{p}:{number}", f"{text[:40]!r} is not an integer") from None
+        if not 1 <= value <= MAX_LENGTH_TOKENS:
+            raise SchemaError(f"{p}:{number}", f"{name}={value}: {_TOKENS}")
+        values.append(value)
+    if not values:
+        raise SchemaError(str(p), f"holds no {name} count")
+    if len(values) > MAX_REQUESTS:
+        raise SchemaError(str(p), f"holds {len(values):,} counts; at most {MAX_REQUESTS:,}")
     return LengthDist("empirical", values=tuple(values), name=name)
 
 
@@ -203,15 +246,15 @@ class Arrival:
         if self.kind not in ARRIVAL_KINDS:
             raise ConfigError("arrival.kind", self.kind, f"one of {', '.join(ARRIVAL_KINDS)}")
         if self.kind in ("poisson", "gamma", "constant"):
-            _positive("rate_per_s", self.rate_per_s)
+            _in_range("rate_per_s", self.rate_per_s, *RATE_RANGE_PER_S)
         if self.kind == "gamma":
-            _positive("burstiness", self.burstiness)
-        if self.kind == "closed" and not (
-            isinstance(self.concurrency, int) and self.concurrency > 0
-        ):
-            raise ConfigError("concurrency", self.concurrency, "an integer >= 1")
+            _in_range("burstiness", self.burstiness, *BURSTINESS_RANGE)
+        if self.kind == "closed" and not _is_count(self.concurrency, 1, MAX_REQUESTS):
+            raise ConfigError("concurrency", self.concurrency, f"an integer in [1, {MAX_REQUESTS}]")
         if self.kind == "trace" and not self.trace:
             raise ConfigError("arrival.trace", "()", "a trace with at least one request")
+        if len(self.trace) > MAX_REQUESTS:
+            raise ConfigError("arrival.trace", len(self.trace), f"at most {MAX_REQUESTS} requests")
 
     @property
     def closed_loop(self) -> bool:
@@ -225,9 +268,9 @@ def _gaps_gamma(a: Arrival, rng: np.random.Generator, n: int) -> np.ndarray:
 ARRIVALS: dict[str, Callable[[Arrival, np.random.Generator, int], np.ndarray]] = {
     "poisson": lambda a, rng, n: rng.exponential(1.0 / a.rate_per_s, size=n),
     "gamma": _gaps_gamma,
-    "constant": lambda a, rng, n: np.full(n, 1.0 / a.rate_per_s),
-    "offline": lambda a, rng, n: np.zeros(n),
-    "closed": lambda a, rng, n: np.zeros(n),
+    "constant": lambda a, _rng, n: np.full(n, 1.0 / a.rate_per_s),
+    "offline": lambda _a, _rng, n: np.zeros(n),
+    "closed": lambda _a, _rng, n: np.zeros(n),
 }
 """Gap generators: n inter-arrival gaps (s); arrival i = sum of the first i gaps (first at 0)."""
 
@@ -252,12 +295,17 @@ class Workload:
     name: str = "custom"
 
     def __post_init__(self) -> None:
-        if self.arrival.kind != "trace" and not (
-            isinstance(self.num_requests, int) and self.num_requests >= 1
-        ):
-            raise ConfigError("num_requests", self.num_requests, "an integer >= 1")
-        if self.shared_prefix_tokens < 0:
-            raise ConfigError("shared_prefix_tokens", self.shared_prefix_tokens, "must be >= 0")
+        if self.arrival.kind != "trace" and not _is_count(self.num_requests, 1, MAX_REQUESTS):
+            allowed = f"an integer in [1, {MAX_REQUESTS:,}] (10^7: more takes minutes and GiB)"
+            raise ConfigError("num_requests", self.num_requests, allowed)
+        if not _is_count(self.shared_prefix_tokens, 0, MAX_LENGTH_TOKENS):
+            allowed = f"an integer in [0, {MAX_LENGTH_TOKENS}]"
+            raise ConfigError("shared_prefix_tokens", self.shared_prefix_tokens, allowed)
+        if not isinstance(self.name, str):
+            raise ConfigError("name", self.name, "a string")
+        for dist in (self.input_len, self.output_len):
+            if not isinstance(dist, LengthDist):
+                raise ConfigError("input_len/output_len", dist, "a LengthDist")
 
     @property
     def size(self) -> int:
@@ -281,57 +329,93 @@ class Workload:
 # ---------------------------------------------------------------- trace files
 
 _TRACE_KEYS = ("arrival_s", "input_tokens", "output_tokens")
+_TRACE_SUFFIXES_JSON = (".jsonl", ".json", ".ndjson")
+
+
+def _trace_tokens(value: object, key: str, where: str) -> int:
+    """A token count of a trace row: an int (or its text, or an integral float) in range."""
+    if isinstance(value, str):
+        text = value
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise SchemaError(where, f"{key}={text[:40]!r} is not an integer") from None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SchemaError(where, f"{key}={value!r} is not an integer")
+    if not 1 <= value <= MAX_LENGTH_TOKENS:
+        raise SchemaError(where, f"{key}={value}: token counts must be >= 1 and <= 2^24")
+    return value
+
+
+def _trace_time(value: object, where: str) -> float:
+    if isinstance(value, str):
+        text = value
+        try:
+            value = float(text)
+        except ValueError:
+            raise SchemaError(where, f"arrival_s={text[:40]!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SchemaError(where, f"arrival_s={value!r:.60} is not a number")
+    t = float(value) if isinstance(value, float) or abs(value) < 2**1000 else math.inf
+    if not (math.isfinite(t) and t >= 0):
+        raise SchemaError(where, f"arrival_s={t} must be a finite time >= 0")
+    return t
 
 
 def _trace_row(row: Mapping[str, Any], where: str, index: int) -> RequestSpec:
     missing = [k for k in _TRACE_KEYS if k not in row or row[k] in (None, "")]
     if missing:
         raise SchemaError(where, f"missing {', '.join(missing)}")
+    t = _trace_time(row["arrival_s"], where)
+    i_len = _trace_tokens(row["input_tokens"], "input_tokens", where)
+    o_len = _trace_tokens(row["output_tokens"], "output_tokens", where)
+    rid = row.get("request_id")
+    return RequestSpec(str(rid)[:200] if rid not in (None, "") else str(index), t, i_len, o_len)
+
+
+def _jsonl_rows(text: str, path: Path) -> list[tuple[int, Mapping[str, Any]]]:
+    rows: list[tuple[int, Mapping[str, Any]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        obj = parse_json(line, f"{path}:{number}")
+        if not isinstance(obj, dict):
+            raise SchemaError(f"{path}:{number}", "expected a JSON object")
+        rows.append((number, obj))
+        if len(rows) > MAX_REQUESTS:
+            break
+    return rows
+
+
+def _csv_rows(text: str, path: Path) -> list[tuple[int, Mapping[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
-        t = float(row["arrival_s"])
-        i_len = int(row["input_tokens"])
-        o_len = int(row["output_tokens"])
-    except (TypeError, ValueError) as exc:
-        raise SchemaError(where, f"not a number: {exc}") from None
-    if not (math.isfinite(t) and t >= 0):
-        raise SchemaError(where, f"arrival_s={t} must be a finite time >= 0")
-    if i_len < 1 or o_len < 1:
-        raise SchemaError(where, f"token counts must be >= 1 (got {i_len} in, {o_len} out)")
-    rid = str(row.get("request_id") or index)
-    return RequestSpec(rid, t, i_len, o_len)
-
-
-def _trace_rows(path: Path) -> list[tuple[int, Mapping[str, Any]]]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        if reader.fieldnames is None or not set(_TRACE_KEYS) <= set(reader.fieldnames):
+            raise SchemaError(f"{path}:1", f"CSV header must name {', '.join(_TRACE_KEYS)}")
         rows: list[tuple[int, Mapping[str, Any]]] = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"{path}:{number}", f"not valid JSON: {exc.msg}") from None
-            if not isinstance(obj, dict):
-                raise SchemaError(f"{path}:{number}", "expected a JSON object")
-            rows.append((number, obj))
-        return rows
-    reader = csv.DictReader(text.splitlines())
-    if reader.fieldnames is None or not set(_TRACE_KEYS) <= set(reader.fieldnames):
-        raise SchemaError(f"{path}:1", f"CSV header must name {', '.join(_TRACE_KEYS)}")
-    return [(reader.line_num, row) for row in reader]
+        for row in reader:
+            rows.append((reader.line_num, row))
+            if len(rows) > MAX_REQUESTS:
+                break
+    except csv.Error as exc:  # e.g. a field over csv's 128 KiB field limit
+        raise SchemaError(f"{path}:{reader.line_num}", f"not valid CSV: {exc}") from None
+    return rows
 
 
 def read_trace(path: str | Path) -> Arrival:
     """Replay of a CSV (with a header) or JSONL trace of arrival_s, input_tokens, output_tokens.
 
     A bad line raises SchemaError naming the file and line number. Rows are sorted by arrival.
+    At most `MAX_TRACE_BYTES` are read and `MAX_REQUESTS` rows kept (module docstring).
     """
     p = Path(path)
-    try:
-        rows = _trace_rows(p)
-    except OSError as exc:
-        raise SchemaError(str(p), f"cannot read: {exc.strerror}") from None
+    text = read_text(p, max_bytes=MAX_TRACE_BYTES)
+    json_lines = p.suffix.lower() in _TRACE_SUFFIXES_JSON
+    rows = _jsonl_rows(text, p) if json_lines else _csv_rows(text, p)
+    if len(rows) > MAX_REQUESTS:
+        raise SchemaError(str(p), f"holds more than {MAX_REQUESTS:,} requests; at most that many")
     specs = [_trace_row(row, f"{p}:{number}", i) for i, (number, row) in enumerate(rows)]
     if not specs:
         raise SchemaError(str(p), "the trace holds no request")
@@ -349,36 +433,56 @@ _LENGTH_KEYS = {"kind", "value", "low", "high", "mean", "std", "sigma", "values"
 def _table(doc: Mapping[str, Any], key: str, allowed: set[str], where: str) -> dict[str, Any]:
     table = doc.get(key, {})
     if not isinstance(table, dict):
-        raise SchemaError(where, f"[{key}] must be a table")
+        raise SchemaError(where, f"[{key}] must be a table, not {table!r:.60}")
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise SchemaError(where, f"unknown keys in [{key}]: {unknown}; known: {sorted(allowed)}")
     return dict(table)
 
 
+def _file_name(table: Mapping[str, Any], key: str, where: str) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value.strip():
+        raise SchemaError(where, f"{key}={value!r:.60} is not a file name")
+    return value
+
+
 def _length_from(table: dict[str, Any], name: str, base: Path, where: str) -> LengthDist:
     if "file" in table:
-        return read_lengths_file(base / str(table["file"]), name)
+        return read_lengths_file(base / _file_name(table, "file", where), name)
     if "values" in table:
+        if not isinstance(table["values"], list):
+            raise SchemaError(where, f"[{name}] values={table['values']!r:.60} is not a list")
         table["values"] = tuple(table["values"])
-    try:
-        return LengthDist(**table, name=name)
-    except TypeError as exc:
-        raise SchemaError(where, f"[{name}]: {exc}") from None
+    return LengthDist(**table, name=name)
 
 
 def workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Workload:
-    """Build a Workload from a parsed file; `base` resolves relative trace/length file names."""
+    """Build a Workload from a parsed file; `base` resolves relative trace/length file names.
+
+    Any bad value raises SchemaError naming `where`, the field and the value.
+    """
+    if not isinstance(doc, Mapping):
+        raise SchemaError(where, "expected a table / JSON object at the top")
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise SchemaError(where, f"unknown keys {unknown}; known: {sorted(_TOP_KEYS)}")
+    try:
+        return _workload_from_dict(doc, where, base)
+    except SchemaError:
+        raise
+    except ConfigError as exc:
+        raise SchemaError(where, str(exc)) from None
+
+
+def _workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Workload:
     arrival_t = _table(doc, "arrival", _ARRIVAL_KEYS, where)
     if "trace_file" in arrival_t:
-        arrival = read_trace(base / str(arrival_t.pop("trace_file")))
+        arrival = read_trace(base / _file_name(arrival_t, "trace_file", where))
     else:
         arrival = Arrival(**arrival_t)
     kwargs: dict[str, Any] = {k: doc[k] for k in ("name", "num_requests") if k in doc}
-    kwargs["shared_prefix_tokens"] = int(doc.get("shared_prefix_tokens", 0))
+    kwargs["shared_prefix_tokens"] = doc.get("shared_prefix_tokens", 0)
     for key in ("input_tokens", "output_tokens"):
         if key in doc:
             table = _table(doc, key, _LENGTH_KEYS, where)
@@ -387,16 +491,9 @@ def workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Worklo
 
 
 def load_workload(path: str | Path) -> Workload:
-    """A Workload from a TOML (.toml) or JSON file; unknown keys and bad values are rejected."""
+    """A Workload from a TOML (.toml) or JSON file; unknown keys and bad values are rejected
+    with a SchemaError naming the file (tokenprobe.files reads it: no hang on a FIFO)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SchemaError(str(p), f"cannot read: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise SchemaError(str(p), f"does not parse: {exc}") from None
-    if not isinstance(doc, dict):
-        raise SchemaError(str(p), "expected a table / JSON object at the top")
+    text = read_text(p)
+    doc = parse_toml(text, str(p)) if p.suffix.lower() == ".toml" else parse_json(text, str(p))
     return workload_from_dict(doc, str(p), p.parent)

@@ -5,13 +5,20 @@ a stream without usage, a dropped connection. The path picks the behaviour:
 `http://127.0.0.1:PORT/<mode>/v1/completions`. A request with max_tokens=1 (the runner's
 preflight) is answered properly in the modes that misbehave mid-run ("malformed", "drop",
 "error_event"), so that a run starts and each later request is counted as an error.
+
+Tests add their own hostile behaviours with `server.script(name, handler)`: `handler(request,
+max_tokens)` answers every request of that mode except the preflight's (max_tokens=1, answered
+properly, unless `preflight=True`). `server.requests[mode]` counts the requests the server
+received per mode (re-sends included), so a test can tell a re-send from a single send.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +37,10 @@ MODES = (
     "huge",
 )
 HUGE_TEXT_CHARS = 8_000_000
+Script = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
+SCRIPTS = web.AppKey("scripts", dict)
+REQUESTS = web.AppKey("requests", collections.Counter)
+WHOLE = web.AppKey("whole", set)
 
 
 def _chunk(text: str, finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
@@ -47,9 +58,26 @@ async def _stream(request: web.Request, chunks: list[bytes]) -> web.StreamRespon
     return resp
 
 
+def good_stream(n: int) -> list[bytes]:
+    """The chunks of a well-formed completions stream of `n` tokens, usage and [DONE]."""
+    usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}
+    return [*(_chunk(" w") for _ in range(n)), _chunk("", "length", usage), b"data: [DONE]\n\n"]
+
+
+async def raw_stream(request: web.Request, chunks: list[bytes]) -> web.StreamResponse:
+    """Send `chunks` as they are (an SSE response) and end the response."""
+    return await _stream(request, chunks)
+
+
 async def _completions(request: web.Request) -> web.StreamResponse:
     mode = request.match_info["mode"]
+    request.app[REQUESTS][mode] += 1
     n = int((await request.json()).get("max_tokens", 4))
+    scripts: dict[str, Script] = request.app[SCRIPTS]
+    if mode in scripts:
+        if n == 1 and mode not in request.app[WHOLE]:
+            return await _stream(request, good_stream(1))
+        return await scripts[mode](request, n)
     good = [_chunk(" w") for _ in range(n)]
     usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}
     done = [_chunk("", "length", usage), b"data: [DONE]\n\n"]
@@ -94,13 +122,27 @@ class FakeServer:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.scripts: dict[str, Script] = {}
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.whole: set[str] = set()  # scripts that answer the preflight too
 
     def url(self, mode: str) -> str:
-        assert mode in MODES, mode
+        assert mode in MODES or mode in self.scripts, mode
         return f"http://127.0.0.1:{self.port}/{mode}/v1"
+
+    def script(self, name: str, handler: Script, preflight: bool = False) -> str:
+        """Serve mode `name` with `handler` (the preflight's request too with `preflight`);
+        returns its API URL."""
+        self.scripts[name] = handler
+        if preflight:
+            self.whole.add(name)
+        return self.url(name)
 
     async def _start(self) -> None:
         app = web.Application()
+        app[SCRIPTS] = self.scripts
+        app[REQUESTS] = self.requests
+        app[WHOLE] = self.whole
         app.router.add_post("/{mode}/v1/completions", _completions)
         app.router.add_post("/{mode}/v1/chat/completions", _completions)
         app.router.add_post("/{mode}/tokenize", _tokenize)

@@ -113,6 +113,10 @@ def test_dataset_and_sweep_write_one_folder_per_point(llama: LlamaServer, tmp_pa
         assert sorted(r.output_tokens for r in run.records) == [3, 5]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for_records(path: Path, count: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -159,6 +163,10 @@ def test_ctrl_c_stops_the_run_and_still_writes_the_summary(llama: LlamaServer, t
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell that starts a job in the background (as CI harnesses and `cmd &` do) hands it
+        # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: restore it so
+        # the signal below is the user's Ctrl-C whatever started this test
+        preexec_fn=_default_sigint,
     )
     _wait_for_records(out / "records.jsonl", 3)
     proc.send_signal(signal.SIGINT)

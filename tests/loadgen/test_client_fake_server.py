@@ -49,7 +49,7 @@ def test_fake_server_well_formed_stream_is_counted_from_usage(fake: FakeServer):
         ("json_body", "malformed_stream", "application/json"),
         ("error_event", "stream_error", "slot died"),
         ("http500", "http_500", "boom"),
-        ("drop", "disconnect", ""),
+        ("drop", "connection_closed", ""),
     ],
 )
 def test_fake_server_misbehaviour_is_one_error_record(
@@ -69,7 +69,7 @@ def test_fake_server_without_usage_falls_back_to_tokenizer_then_chunks(fake: Fak
 
 
 def test_fake_server_errors_mid_run_are_counted_per_request(fake: FakeServer):
-    for mode, kind in (("malformed", "malformed_stream"), ("drop", "disconnect")):
+    for mode, kind in (("malformed", "malformed_stream"), ("drop", "connection_closed")):
         config = BenchConfig(
             url=fake.url(mode),
             model="m",

@@ -10,11 +10,16 @@ import asyncio
 import json
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
+from typer.testing import CliRunner
 
+import tokenprobe.cli.bench
+import tokenprobe.cli.report  # noqa: F401
 from loadgen.conftest import LlamaServer
+from tokenprobe.cli.app import app
 from tokenprobe.loadgen import BenchConfig, run_bench, run_bench_async
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.records import RequestRecord, read_run
@@ -59,15 +64,30 @@ def test_concurrency_mode_token_counts_equal_server_usage(llama: LlamaServer, tm
     assert summary["client"]["token_count_source"] == {"usage": 6}
 
 
-def _slack_s(server_s: float) -> float:
+def _slack_s(server_s: float, round_trip_s: float = 0.0) -> float:
     """How far the client's figure may sit from the server's: a few ms plus network, plus a
     share of the server's own time for a 2-core box shared with other work (a descheduled
-    server thread lengthens what happens outside its timings: accept, tokenize, slot launch)."""
-    return TIMING_SLACK_S + 0.05 * server_s
+    server thread lengthens what happens outside its timings: accept, tokenize, slot launch),
+    plus twice the slowest trivial round trip measured around the run on this machine now (on a
+    loaded box a wake-up alone can take hundreds of ms; a fixed bound would fail there)."""
+    return TIMING_SLACK_S + 0.05 * server_s + 2 * round_trip_s
+
+
+def _round_trip_s(llama: LlamaServer, count: int = 5) -> float:
+    """The slowest of `count` GET /health round trips: this machine's scheduling noise now."""
+    slowest = 0.0
+    for _ in range(count):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(llama.root_url + "/health", timeout=30) as response:
+            response.read()
+        slowest = max(slowest, time.perf_counter() - t0)
+    return slowest
 
 
 def test_ttft_and_decode_time_agree_with_server_timings(llama: LlamaServer):
+    before_s = _round_trip_s(llama)
     run = run_bench(_config(llama, concurrency=1, num_requests=4, input_tokens=24, output_tokens=8))
+    noise_s = max(before_s, _round_trip_s(llama))
     assert all(r.ok for r in run.records)
     # a special token streams as empty text and would shift the first/last chunk by one step
     whole = [r for r in run.records if r.extra["chunks"] == r.output_tokens]
@@ -78,11 +98,13 @@ def test_ttft_and_decode_time_agree_with_server_timings(llama: LlamaServer):
         prompt_s = float(r.extra["server_prompt_s"])
         decode_s = float(r.extra["server_decode_s"])
         # never below the server's prompt time (a too-early "first token" would be)
-        assert prompt_s - 0.002 <= r.ttft_s <= prompt_s + _slack_s(prompt_s), (r.ttft_s, prompt_s)
+        slack_s = _slack_s(prompt_s, noise_s)
+        assert prompt_s - 0.002 <= r.ttft_s <= prompt_s + slack_s, (r.ttft_s, prompt_s, noise_s)
         client_decode_s = r.token_times_s[-1] - r.first_token_s
-        assert abs(client_decode_s - decode_s) <= _slack_s(decode_s), (client_decode_s, decode_s)
+        decode_slack_s = _slack_s(decode_s, noise_s)
+        assert abs(client_decode_s - decode_s) <= decode_slack_s, (client_decode_s, decode_s)
         ttft_excess_s.append(r.ttft_s - prompt_s)
-    assert float(np.median(ttft_excess_s)) <= TIMING_SLACK_S
+    assert float(np.median(ttft_excess_s)) <= TIMING_SLACK_S + 2 * noise_s, noise_s
 
 
 def test_rate_mode_sends_on_the_seeded_poisson_schedule(llama: LlamaServer):
@@ -136,5 +158,36 @@ def test_server_killed_mid_run_counts_connection_errors(own_llama: LlamaServer):
     run = asyncio.run(asyncio.wait_for(run_bench_async(config, kill_after_first), 60))
     kinds = [r.error_kind for r in run.records]
     assert len(kinds) == 8 and kinds[0] is None
-    assert set(kinds[1:]) - {None} <= {"disconnect", "connect"}
-    assert sum(k in ("disconnect", "connect") for k in kinds) >= 6
+    assert set(kinds[1:]) - {None} <= {"connection_closed", "connect"}
+    assert sum(k in ("connection_closed", "connect") for k in kinds) >= 6
+
+
+def test_llama_cpp_gets_each_request_once_and_no_re_send_is_needed(llama: LlamaServer):
+    """llama.cpp closes its connection after every stream (though it says Keep-Alive): the
+    preflight learns it, so no request goes out on a closed pooled connection and none is
+    re-sent; the server's own log counts exactly the requests recorded."""
+    log_start = len(llama.log())
+    run = run_bench(_config(llama, concurrency=2, num_requests=12, output_tokens=5))
+    assert all(r.ok for r in run.records) and len(run.records) == 12
+    assert run.config["keep_alive"] is False
+    assert not any("retries" in r.extra for r in run.records)
+    assert _generated(llama.log()[log_start:], 5) == 12
+
+
+def test_url_credentials_reach_nothing_written_in_a_telemetry_run(
+    llama: LlamaServer, tmp_path: Path
+):
+    url = llama.url.replace("//", "//ann:pw-9f8e7d@", 1) + "?token=tk-1234abcd"
+    out = tmp_path / "run"
+    args = ["bench", "--url", url, "--model", "m", "--concurrency", "2", "--num-requests", "3"]
+    args += ["--input-tokens", "8", "--output-tokens", "3", "--out", str(out), "--telemetry"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["completed"] == 3
+    assert len(read_run(out).server) >= 1  # /metrics scraped beside the masked URL
+    report = tmp_path / "report.html"
+    assert CliRunner().invoke(app, ["report", str(out), "--out", str(report)]).exit_code == 0
+    for path in [*out.iterdir(), report]:
+        text = path.read_text()
+        assert "pw-9f8e7d" not in text and "tk-1234abcd" not in text and "ann:" not in text
+    assert "pw-9f8e7d" not in result.output

@@ -59,7 +59,7 @@ def test_report_needs_exactly_one_source(tmp_path: Path) -> None:
     result = runner.invoke(app, ["report", str(tmp_path), "--estimate"])
     assert result.exit_code == 2
     result = runner.invoke(app, ["report", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "not a tokenprobe run folder" in result.output
+    assert result.exit_code == 2 and "does not exist (give a run folder" in result.output
 
 
 def test_compare_gpus_in_the_terminal_and_as_a_report(tmp_path: Path) -> None:

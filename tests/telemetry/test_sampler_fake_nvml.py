@@ -23,20 +23,32 @@ from tokenprobe.telemetry.sampler import GPU_LOST, Sampler, make_sampler
 from tokenprobe.units import now_s
 
 
+def _wake_lateness_s(period_s: float, ticks: int) -> float:
+    """Median lateness of a plain sleep-until-the-next-tick loop on this machine now: how late
+    any thread wakes here (a few µs on an idle box, milliseconds on a loaded one)."""
+    t0 = time.perf_counter()
+    late = []
+    for k in range(1, ticks + 1):
+        time.sleep(max(0.0, t0 + k * period_s - time.perf_counter()))
+        late.append(time.perf_counter() - (t0 + k * period_s))
+    return statistics.median(late)
+
+
 def test_period_is_honoured_on_the_run_clock_fake_nvml(fake_nvml):
     fake_nvml([FakeGpu()])
     t0 = now_s()
     with Sampler(NvmlGpus(), host=None, period_s=0.05, t0_s=t0) as sampler:
         time.sleep(0.62)
+    # the bound is derived from what this machine does now, measured right after the run
+    noise_s = _wake_lateness_s(0.05, 8)
     times = [s.t_s for s in sampler.samples]
     assert 12 <= len(times) + sampler.missed_ticks <= 16  # ticks at 0, 0.05, ... 0.60 s
     ticks = [math.floor(t / 0.05 + 1e-9) for t in times]
     assert ticks == sorted(set(ticks))  # one sample per tick of the grid t0 + k * period
     lateness = [t - k * 0.05 for t, k in zip(times, ticks, strict=True)]
-    assert statistics.median(lateness) < 0.01
-    assert statistics.median(b - a for a, b in itertools.pairwise(times)) == pytest.approx(
-        0.05, abs=0.01
-    )
+    assert statistics.median(lateness) < 0.01 + 2 * noise_s, noise_s
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert statistics.median(gaps) == pytest.approx(0.05, abs=0.01 + 2 * noise_s)
 
 
 def test_samples_every_gpu_and_streams_them_to_a_run_writer_fake_nvml(fake_nvml, tmp_path):

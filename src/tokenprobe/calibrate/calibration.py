@@ -19,6 +19,7 @@ from tokenprobe.calibrate.fit import (
     FitResult,
     GroupError,
     Params,
+    ProgressFn,
     fit_staged,
     subsample,
     summarize,
@@ -28,6 +29,7 @@ from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.errors import ConfigError
 
 DEFAULT_FIT_ROWS_PER_SOURCE = 120
+ERROR_PASSES = 4  # fitted and held-out rows, each before and after the fit
 
 
 def _matches(row: Row, pattern: str) -> bool:
@@ -131,26 +133,37 @@ def calibrate(
     start: Params | None = None,
     engine: str | None = None,
     fit_rows_per_source: int = DEFAULT_FIT_ROWS_PER_SOURCE,
+    progress: ProgressFn | None = None,
 ) -> Calibration:
-    """Fit one engine's parameters on the non-held-out rows; errors on both sets, before/after."""
+    """Fit one engine's parameters on the non-held-out rows; errors on both sets, before/after.
+    `progress(done, total)`: the fit's iterations, then the four error passes."""
     name, chosen = select_engine(rows, engine)
     fitted, held = split(chosen, holdout)
     if not fitted:
         raise ConfigError("holdout", list(holdout), "holds back every row: nothing left to fit")
     start = start or Params()
-    result = fit_staged(subsample(fitted, fit_rows_per_source), parameters, start)
+    fit_total = [0]  # the fit's iteration budget, known at its first report
+
+    def fit_progress(done: int, total: int) -> None:
+        fit_total[0] = total
+        if progress is not None:
+            progress(done, total + ERROR_PASSES)
+
+    result = fit_staged(subsample(fitted, fit_rows_per_source), parameters, start, fit_progress)
     p = result.params
-
-    def errs(rs: list[Row], q: Params) -> list[GroupError]:
-        return summarize(observe(rs, q.efficiency, q.power))
-
+    passes = [(fitted, start), (fitted, p), (held, start), (held, p)]
+    errors = []
+    for i, (rs, q) in enumerate(passes, start=1):
+        errors.append(summarize(observe(rs, q.efficiency, q.power)))
+        if progress is not None:
+            progress(fit_total[0] + i, fit_total[0] + ERROR_PASSES)
     return Calibration(
         engine=name,
         fit=result,
-        fitted_before=errs(fitted, start),
-        fitted_after=errs(fitted, p),
-        held_before=errs(held, start),
-        held_after=errs(held, p),
+        fitted_before=errors[0],
+        fitted_after=errors[1],
+        held_before=errors[2],
+        held_after=errors[3],
         fitted_rows=len(fitted),
         held_rows=len(held),
     )

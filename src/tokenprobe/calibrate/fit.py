@@ -61,6 +61,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 """Fittable parameters and their bounds (physically plausible ranges, not data-driven)."""
 
+# (done, total) of a long loop, for a progress display; the library never prints
+ProgressFn = Callable[[int, int], None]
+
 DEFAULT_PARAMETERS = tuple(BOUNDS)
 DERIVED_METRICS = frozenset({"energy_per_output_token"})
 POWER_METRICS = frozenset({"power_per_gpu", "power_total"})
@@ -281,9 +284,12 @@ def fit(
     tolerance: float = 1e-7,
     ridge: float = RIDGE,
     metrics: Collection[str] | None = None,
+    progress: ProgressFn | None = None,
 ) -> FitResult:
     """Fit `parameters` (names from BOUNDS) to the rows' measurements, starting from `start`;
-    `metrics` limits which measured metrics the objective counts (default: all but derived)."""
+    `metrics` limits which measured metrics the objective counts (default: all but derived).
+    `progress(done, max_iterations)` is called after each iteration and once at the end with
+    done = max_iterations (a fit that converges early finishes its budget at once)."""
     names = check_parameters(parameters)
     if not rows:
         raise ConfigError("rows", 0, "at least one measured row to fit")
@@ -314,6 +320,10 @@ def fit(
         if gain < tolerance:
             break
         jac = _jacobian(obj.residuals, z, r, active)
+        if progress is not None:
+            progress(iterations, max_iterations)
+    if progress is not None:
+        progress(max_iterations, max_iterations)
     # a parameter nothing depends on keeps its given start (not the moved-inside one)
     params = obj.params(z).with_values(
         {n: start.get(n) for n, a in zip(names, active, strict=True) if not a}
@@ -336,13 +346,15 @@ def fit_staged(
     rows: Sequence[Row],
     parameters: Sequence[str] = DEFAULT_PARAMETERS,
     start: Params | None = None,
+    progress: ProgressFn | None = None,
     **kw: Any,
 ) -> FitResult:
     """Time first, then power: the efficiency parameters on the time metrics (TTFT, ITL, step
     times, throughput), then the power-model coefficients on the power metrics with the times
     fixed. Power = P_idle + (P_max − P_idle)·(a_c·u_c + a_m·u_m) depends on the utilizations the
     times imply, so a joint fit could bend an efficiency to absorb a power error; staged, each
-    measurement informs the physics it measures. Each stage never ends above its own start."""
+    measurement informs the physics it measures. Each stage never ends above its own start.
+    `progress(done, total)` counts iterations over the stages that run (see `fit`)."""
     names = check_parameters(parameters)
     start = start or Params()
     present = {m for r in rows for m in r.measured}
@@ -351,11 +363,12 @@ def fit_staged(
         ([n for n in names if not n.startswith(POWER_PREFIX)], time_metrics),
         ([n for n in names if n.startswith(POWER_PREFIX)], present & POWER_METRICS),
     ]
+    stages = [(n, m) for n, m in stages if n and m]
     params, results = start, []
-    for stage_names, stage_metrics in stages:
-        if stage_names and stage_metrics:
-            results.append(fit(rows, stage_names, params, metrics=stage_metrics, **kw))
-            params = results[-1].params
+    for k, (stage_names, stage_metrics) in enumerate(stages):
+        report = None if progress is None else _stage_progress(progress, k, len(stages))
+        results.append(fit(rows, stage_names, params, metrics=stage_metrics, progress=report, **kw))
+        params = results[-1].params
     if not results:
         raise ConfigError("metrics", sorted(present), "nothing the given parameters can fit")
     fitted = [n for r in results for n in r.fitted]
@@ -371,6 +384,11 @@ def fit_staged(
         rows=len(rows),
         values={n: params.get(n) for n in names},
     )
+
+
+def _stage_progress(progress: ProgressFn, stage: int, stages: int) -> ProgressFn:
+    """Stage `stage` of `stages`'s (done, total) as a share of the whole fit's."""
+    return lambda done, total: progress(stage * total + done, stages * total)
 
 
 def subsample(rows: Sequence[Row], per_source: int, per_source_simulated: int = 24) -> list[Row]:

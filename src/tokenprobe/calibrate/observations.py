@@ -12,6 +12,7 @@ ML.ENERGY v3), `vllm-2024` the 0.5/0.6 releases Argonne ran; `tensorrt-llm` any 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -160,24 +161,43 @@ def dtype_name(text: str) -> str | None:
     return None
 
 
-def int_field(row: Mapping[str, str], key: str, default: int | None = None) -> int:
+# Every count in these tables (GPUs, parallel degrees, batch, tokens, requests) is >= 1 and far
+# below 2^24 (16.8M, workload.MAX_LENGTH_TOKENS); every measured figure (s, tok/s, W, J) far
+# below 10^15. A cell outside is a malformed row (skipped and counted), not a value to run.
+MAX_COUNT = 2**24
+MAX_FIGURE = 1e15
+
+
+def _number(row: Mapping[str, str], key: str) -> float | None:
     value = row.get(key, "") or ""
     if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise SkipRowError(f"{key}={value[:40]!r} is not a number") from None
+    if not math.isfinite(number):
+        raise SkipRowError(f"{key}={value!r} is not a finite number")
+    return number
+
+
+def int_field(row: Mapping[str, str], key: str, default: int | None = None) -> int:
+    """A count cell (truncated to an integer) in [1, MAX_COUNT]; `default` when empty."""
+    number = _number(row, key)
+    if number is None:
         if default is None:
             raise SkipRowError(f"no {key}")
         return default
-    try:
-        return int(float(value))
-    except ValueError:
-        raise SkipRowError(f"{key}={value!r} is not a number") from None
+    if not 1 <= number <= MAX_COUNT:
+        raise SkipRowError(f"{key}={row[key]!r} is not a count in [1, {MAX_COUNT}]")
+    return int(number)
 
 
 def float_field(row: Mapping[str, str], key: str) -> float | None:
-    value = row.get(key, "") or ""
-    try:
-        number = float(value) if value else None
-    except ValueError:
-        raise SkipRowError(f"{key}={value!r} is not a number") from None
+    """A measured figure; None when empty or <= 0 (the tables' 'not measured')."""
+    number = _number(row, key)
+    if number is not None and number > MAX_FIGURE:
+        raise SkipRowError(f"{key}={row[key]!r} is above {MAX_FIGURE:g}")
     return number if number is not None and number > 0 else None
 
 

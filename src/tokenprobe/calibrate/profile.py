@@ -26,7 +26,14 @@ File format (every section but [engine] optional; a key left out keeps the model
     mdape_after_pct = 6.1
 
 Unknown keys anywhere, a wrong type or an out-of-range value raise SchemaError naming the file
-and the key. `save_profile` writes exactly this format; `load_profile(save_profile(p))` == p.
+and the key. Ranges: the efficiency fractions in (0, 1] and the power coefficients in the ranges
+`cost.Efficiency` / `cost.PowerModel` enforce; besides, every number must be finite (TOML has
+`nan` and `inf`), an overhead (`*_s`) at most `MAX_OVERHEAD_S` (10 s: fitted ones are µs to
+ms), `routing_skew` at most `MAX_ROUTING_SKEW` (5: the fits give 0.5-1.2; at 5 a few experts
+take nearly every pick, and large values overflow the log-normal weights to NaN), `rows` an
+integer >= 0 and the MdAPE figures finite and >= 0. Files are read by `tokenprobe.files` (a
+folder, FIFO, binary or non-UTF-8 file is a SchemaError naming it). `save_profile` writes
+exactly this format; `load_profile(save_profile(p))` == p.
 Shipped profiles live in `calibrate/profiles/<name>.toml` and are fitted by
 `benchmarks/fit_profiles.py` on shared/validation.
 """
@@ -35,15 +42,22 @@ from __future__ import annotations
 
 import functools
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
+from tokenprobe.cost import (
+    DEFAULT_EFFICIENCY,
+    DEFAULT_POWER,
+    MAX_OVERHEAD_S,
+    MAX_ROUTING_SKEW,
+    Efficiency,
+    PowerModel,
+)
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import names_a_file, parse_toml, read_text
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
 ENGINE_KEYS = {"name": str, "version": str, "fitted_on": list, "notes": str}
@@ -100,11 +114,15 @@ def _check_keys(table: Mapping[str, Any], allowed: Any, where: str, origin: str)
 
 def _typed(value: Any, kind: type, key: str, origin: str) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        value = float(value) if abs(value) < 2**1000 else math.inf
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise SchemaError(origin, f"{key}={value!r} should be a {kind.__name__}")
+        raise SchemaError(origin, f"{key}={value!r:.80} should be a {kind.__name__}")
     if isinstance(value, list) and not all(isinstance(v, str) for v in value):
         raise SchemaError(origin, f"{key} should be a list of strings")
+    if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+        raise SchemaError(origin, f"{key}={value!r} should be a finite number >= 0")
+    if isinstance(value, int) and value < 0:
+        raise SchemaError(origin, f"{key}={value!r} should be >= 0")
     return value
 
 
@@ -114,6 +132,10 @@ def _numbers(table: Any, section: str, origin: str) -> dict[str, float]:
     out = {}
     for key, value in table.items():
         out[key] = float(_typed(value, float, f"{section}.{key}", origin))
+        hi = MAX_OVERHEAD_S if key.endswith("_s") else None
+        hi = MAX_ROUTING_SKEW if key == "routing_skew" else hi
+        if hi is not None and out[key] > hi:
+            raise SchemaError(origin, f"{section}.{key}={value!r} should be <= {hi:g}")
     return out
 
 
@@ -167,10 +189,7 @@ def _fit(table: Any, origin: str) -> tuple[tuple[str, ...], tuple[FitError, ...]
 
 def parse_profile(text: str, origin: str = "<profile>") -> Profile:
     """A Profile from TOML text; SchemaError (naming `origin` and the key) on anything wrong."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SchemaError(origin, f"not valid TOML: {exc}") from None
+    doc = parse_toml(text, origin)
     _check_keys(doc, SECTIONS, "section ", origin)
     engine = doc.get("engine")
     if not isinstance(engine, Mapping) or "name" not in engine:
@@ -265,12 +284,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
     """A profile file (path) or a shipped profile by name (e.g. "vllm", "tensorrt-llm")."""
     text = str(name_or_path)
     path = Path(text)
-    if path.suffix == ".toml" or path.exists():
-        try:
-            content = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SchemaError(text, f"cannot read: {exc.strerror}") from None
-        return parse_profile(content, text)
+    if path.suffix == ".toml" or names_a_file(path):
+        return parse_profile(read_text(path), text)
     known = shipped_profiles()
     if text not in known:
         raise ConfigError("profile", text, f"a profile .toml file or one of: {', '.join(known)}")

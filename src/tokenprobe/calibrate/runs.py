@@ -23,6 +23,7 @@ from tokenprobe.calibrate.observations import LoadResult, Row
 from tokenprobe.calibrate.sources import load_csv
 from tokenprobe.cost import Deployment, make_deployment
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
 from tokenprobe.records import CONFIG_FILE, read_run
 from tokenprobe.sim import simulate
@@ -31,6 +32,7 @@ from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.workload import Workload, workload_from_dict
 
 PROFILE_CSV = "profile.csv"
+MAX_TP = 1024
 RUN_METRICS = ("ttft_median", "tpot_median", "output_throughput")
 
 
@@ -50,21 +52,27 @@ def _resimulate(
     return _metrics(result.summary())
 
 
-def _deployment(cfg: Mapping[str, Any], where: str) -> Deployment:
+def _deployment(cfg: Mapping[str, Any]) -> Deployment:
     missing = [k for k in ("model", "gpu") if not cfg.get(k)]
     if missing:
         raise _SkipRunError(f"config names no {missing[0]} (give it with --{missing[0]})")
+    tp = cfg.get("tp") or 1
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP:
+        raise _SkipRunError(f"tp={tp!r:.40} is not an integer in [1, {MAX_TP}]")
     return make_deployment(
         str(cfg["model"]),
         str(cfg["gpu"]),
-        tp=int(cfg.get("tp") or 1),
+        tp=tp,
         weight_dtype=str(cfg.get("weight_dtype") or "bf16"),
         kv_dtype=cfg.get("kv_dtype"),
     )
 
 
 def _scheduler(cfg: Mapping[str, Any]) -> SchedulerConfig:
-    sched = dict(cfg.get("scheduler") or {})
+    sched = cfg.get("scheduler") or {}
+    if not isinstance(sched, Mapping):
+        raise _SkipRunError(f"scheduler={sched!r:.40} is not an object")
+    sched = dict(sched)
     sched.pop("name", None)
     known = set(SchedulerConfig.__dataclass_fields__)
     return SchedulerConfig(**{k: v for k, v in sched.items() if k in known})
@@ -91,23 +99,33 @@ def _workload(cfg: Mapping[str, Any], root: Path) -> Workload:
     raise _SkipRunError("no reproducible workload in config (fixed lengths and request count)")
 
 
+def _seed(cfg: Mapping[str, Any]) -> int:
+    seed = cfg.get("seed") or 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise _SkipRunError(f"seed={seed!r:.40} is not an integer >= 0")
+    return seed
+
+
 def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     run = read_run(root)
-    cfg = {**run.config, **(run.config.get("bench") or {}), **overrides}
+    bench = run.config.get("bench")
+    cfg = {**run.config, **(bench if isinstance(bench, Mapping) else {}), **overrides}
     try:
-        dep = _deployment(cfg, str(root))
+        dep = _deployment(cfg)
         workload = _workload(cfg, root)
         sched = _scheduler(cfg)
-    except (ConfigError, TypeError) as exc:
-        raise _SkipRunError(str(exc)) from None
+        seed = _seed(cfg)
+    # a config of the wrong shape (a list for a table, text for a number): ConfigError,
+    # TypeError or ValueError from the constructors; skipped with the reason, as a run
+    # without a workload is
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise _SkipRunError(str(exc)[:200]) from None
     measured = _metrics(summarize(run))
     if not measured:
         raise _SkipRunError("no completed requests")
     kind = "tokenprobe-sim" if run.kind == "simulated" else "measured"
     engine = str(cfg.get("engine") or kind)
-    predict = functools.partial(
-        _resimulate, workload=workload, config=sched, seed=int(cfg.get("seed") or 0)
-    )
+    predict = functools.partial(_resimulate, workload=workload, config=sched, seed=seed)
     source = f"run:{root.name}"
     label = f"{dep.model.name} {dep.gpu.name} tp{dep.tp} {workload.arrival.kind}"
     return Row(source, source, engine, label, dep, measured, predict, simulated=True)
@@ -120,9 +138,9 @@ def rows_from_run(directory: str | Path, overrides: Mapping[str, Any] | None = N
     knows the server's model name, not its GPU): model, gpu, tp, weight_dtype, kv_dtype, engine.
     """
     root = Path(directory)
-    if (root / PROFILE_CSV).exists():
+    if names_a_file(root / PROFILE_CSV):
         return load_csv(root / PROFILE_CSV)
-    if not (root / CONFIG_FILE).exists():
+    if not names_a_file(root / CONFIG_FILE):
         raise SchemaError(str(root), f"neither a run folder ({CONFIG_FILE}) nor {PROFILE_CSV}")
     result = LoadResult()
     try:
@@ -137,9 +155,9 @@ def load_inputs(paths: list[str | Path], overrides: Mapping[str, Any] | None = N
     out = LoadResult()
     for path in paths:
         p = Path(path)
-        if p.is_dir():
+        if names_a_file(p) and p.is_dir():
             out.extend(rows_from_run(p, overrides))
-        elif p.exists():
+        elif names_a_file(p):  # a dangling link too: load_csv names it
             out.extend(load_csv(p))
         else:
             raise ConfigError("input", str(p), "a validation-schema CSV or a run folder")

@@ -53,12 +53,14 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from tokenprobe.calibrate.observations import (
+    MAX_COUNT,
     LoadResult,
     Row,
     SkipRowError,
@@ -82,6 +84,7 @@ from tokenprobe.cost import (
 )
 from tokenprobe.cost.memory import max_context_tokens
 from tokenprobe.errors import SchemaError
+from tokenprobe.files import read_text
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.sim.engines import TRTLLM_SERVE
@@ -142,6 +145,10 @@ TASK_OUTPUT_CV = {
     "gpqa": 0.5,
     "sourcegraph-fim": OUTPUT_LENGTH_CV,
 }
+# Bounds of an ML.ENERGY steady state this maps (the table's largest batch is 2047, joins per
+# step below 1): the median step's prefill sums over joins, so 10^6 joins would take minutes.
+MAX_STEADY_BATCH = 2**16
+MAX_JOINS = 4096.0
 # vLLM's default, which ML.ENERGY's configs keep (the simulator's SchedulerConfig default)
 VLLM_GPU_MEMORY_UTILIZATION = SchedulerConfig().gpu_memory_utilization
 
@@ -359,6 +366,8 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     osl = float_field(row, "osl_mean")
     if batch is None or osl is None:
         raise SkipRowError("no avg_batch_size or osl_mean")
+    if not (1 <= osl <= MAX_COUNT and batch <= MAX_STEADY_BATCH and batch / osl <= MAX_JOINS):
+        raise SkipRowError(f"avg_batch_size={batch:g}, osl_mean={osl:g}: not a steady state")
     task = _task(row)
     isl = float(TASK_ISL[task])
     measured = measured_fields(row, MLENERGY_FIELDS)
@@ -461,21 +470,24 @@ def load_rows(lines: Sequence[Mapping[str, str]], origin: str = "rows") -> LoadR
             result.rows.extend(fn(line))
         except SkipRowError as why:
             result.skipped[f"{origin}: {why}"] += 1
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, ArithmeticError) as exc:  # ConfigError is a ValueError
             result.skipped[f"{origin}: malformed row ({type(exc).__name__}: {exc})"] += 1
     return result
 
 
 def load_csv(path: str | Path) -> LoadResult:
-    """Rows of one CSV in the shared/validation schema; SchemaError if it is not one."""
+    """Rows of one CSV in the shared/validation schema; SchemaError if it is not one (or not a
+    readable UTF-8 text file, or not CSV). A row with a bad cell (not a number, NaN, inf, out of
+    range: observations.int_field/float_field) is skipped and counted, as the rows of a source
+    tokenprobe does not map are."""
     p = Path(path)
+    reader = csv.DictReader(io.StringIO(read_text(p), newline=""))
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise SchemaError(str(p), f"not in the validation schema: no {', '.join(missing)}")
-            lines = list(reader)
-    except OSError as exc:
-        raise SchemaError(str(p), f"cannot read: {exc.strerror}") from None
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise SchemaError(str(p), f"not in the validation schema: no {', '.join(missing)}")
+        # DictReader fills short rows with None and keys surplus cells by None: both made ""
+        lines = [{k: v if isinstance(v, str) else "" for k, v in r.items() if k} for r in reader]
+    except csv.Error as exc:  # e.g. a cell over csv's 128 KiB field limit
+        raise SchemaError(f"{p}:{reader.line_num}", f"not valid CSV: {exc}") from None
     return load_rows(lines, p.name)

@@ -2,6 +2,12 @@
 `vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
 summary (metrics.summarize plus the client's own figures) on stdout. `--telemetry` samples the
 GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.bench`).
+
+Exit codes: 2 for bad input (a flag, an --out that already holds a run without --overwrite, is a
+file or cannot be written), 1 when the run could not be completed (server unusable, disk full
+mid-run: the records written so far are kept) or when more than --max-error-rate of its
+requests failed (every request failing always counts): the results are written first, and the
+message gives the counts by failure kind.
 """
 
 from __future__ import annotations
@@ -13,9 +19,11 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from tokenprobe.cli.app import app, console, err_console, guarded, print_json
+from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
-from tokenprobe.records import RequestRecord, Run, write_run
+from tokenprobe.files import finite
+from tokenprobe.records import RequestRecord, Run, prepare_run_folder, write_run
 
 if TYPE_CHECKING:
     from tokenprobe.bench import TelemetryConfig
@@ -27,6 +35,7 @@ from tokenprobe.units import MILLI, now_s
 
 SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
 EXIT_INTERRUPTED = 130
+DEFAULT_MAX_ERROR_RATE = 0.5
 
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:
@@ -109,6 +118,15 @@ def bench_cmd(
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
     timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s)")] = 600.0,
     api_key_env: Annotated[str | None, typer.Option(help="Env variable with the key")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="API key (never written; --api-key-env keeps it off argv)")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace the run already in --out (its run files are removed)")
+    ] = False,
+    max_error_rate: Annotated[
+        float, typer.Option(help="Exit 1 when more than this share of requests fail (0..1)")
+    ] = DEFAULT_MAX_ERROR_RATE,
     seed: Annotated[int | None, typer.Option(help="Seed of prompts and arrivals")] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Ask for exactly max_tokens")] = True,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
@@ -169,23 +187,31 @@ def bench_cmd(
             out=out,
             seed=seed,
             ignore_eos=ignore_eos,
+            api_key_value=api_key,
         )
-        if sweep is None:
-            return [base]
-        field, values = parse_sweep(sweep)
-        return sweep_configs(base, field, values)
+        finite("max_error_rate", max_error_rate, lo=0.0, hi=1.0)
+        configs = [base] if sweep is None else sweep_configs(base, *parse_sweep(sweep))
+        for config in configs:  # before anything is sent: no run is clobbered or lost
+            prepare_run_folder(config.out or out, overwrite)
+        return configs
 
     configs = guarded(make)
     sampling = (
         guarded(
             lambda: TelemetryConfig(
-                telemetry_period_s, server_metrics_url, server_pid, server_load_s
+                period_s=telemetry_period_s,
+                server_metrics_url=server_metrics_url,
+                server_pid=server_pid,
+                server_load_s=server_load_s,
+                gpu=gpu,
+                catalog_model=catalog_model,
             )
         )
         if telemetry
         else None
     )
     summaries: list[dict[str, Any]] = []
+    too_many_errors: list[str] = []
     for config in configs:
 
         def one(c: BenchConfig = config) -> Run:
@@ -201,8 +227,32 @@ def bench_cmd(
         summaries.append({"out": config.out, **summary} if sweep else summary)
         if not json_out:
             _render_summary(summary, config.out or out)
+        verdict = error_verdict(summary, max_error_rate)
+        if verdict is not None:
+            too_many_errors.append(f"{config.out or out}: {verdict}")
     if json_out:
         print_json(summaries[0] if sweep is None else {"sweep": sweep, "points": summaries})
+    for line in too_many_errors:
+        err_console.print(f"[bold red]error:[/] {line}", highlight=False)
+    if too_many_errors:
+        raise typer.Exit(1)
+
+
+def error_verdict(summary: dict[str, Any], max_error_rate: float) -> str | None:
+    """Why a finished run counts as failed (every request failed, or more than
+    `max_error_rate` of them), with the counts by failure kind; None when it does not."""
+    failed, total = summary["failed"], summary["completed"] + summary["failed"]
+    if not failed:
+        return None
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(summary["errors"].items()))
+    if failed == total:
+        return f"every request failed ({failed} of {total}: {kinds}); results are written"
+    if failed / total > max_error_rate:
+        return (
+            f"{failed} of {total} requests failed ({failed / total:.0%} > --max-error-rate "
+            f"{max_error_rate:g}; {kinds}); results are written"
+        )
+    return None
 
 
 @app.command("bench-import")
@@ -211,6 +261,7 @@ def bench_import_cmd(
     out: Annotated[str, typer.Option(help="Run folder to write (one per benchmark)")],
     source: Annotated[str, typer.Option("--from", help="vllm or guidellm")] = "vllm",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""
     from tokenprobe.loadgen import bench_summary
@@ -218,9 +269,12 @@ def bench_import_cmd(
 
     def run() -> list[tuple[str, dict[str, Any]]]:
         runs = import_runs(Path(path), source)
+        names = [f"benchmark_{i}" for i in range(len(runs))]
+        folders = [out] if len(runs) == 1 else [str(Path(out) / name) for name in names]
+        for folder in folders:
+            prepare_run_folder(folder, overwrite)
         written = []
-        for i, imported in enumerate(runs):
-            folder = out if len(runs) == 1 else str(Path(out) / f"benchmark_{i}")
+        for folder, imported in zip(folders, runs, strict=True):
             summary = bench_summary(imported)
             write_run(imported, folder, summary)
             written.append((folder, summary))
@@ -252,40 +306,53 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value / MILLI:.2f}"
 
 
+SUMMARY_COLUMNS = (
+    Col("metric", kind="name"),
+    *(Col(h, kind="num", justify="right") for h in ("mean ms", "p50 ms", "p90 ms", "p99 ms")),
+)
+
+
 def _render_summary(s: dict[str, Any], out: str) -> None:
-    table = Table(title=f"Measured run ({out})")
-    for name in ("metric", "mean ms", "p50 ms", "p90 ms", "p99 ms"):
-        table.add_column(name, justify="right" if name != "metric" else "left")
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
-        st = s[key]
-        table.add_row(
-            key.removesuffix("_s").upper(), *(_ms(st[k]) for k in ("mean", "p50", "p90", "p99"))
-        )
+    stats = ("mean", "p50", "p90", "p99")
+    rows = [
+        [key.removesuffix("_s").upper(), *(_ms(s[key][k]) for k in stats)]
+        for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+    ]
     lag = s["client"]["send_lag_s"]
-    table.add_row("send lag", *(_ms(lag[k]) for k in ("mean", "p50", "p90", "p99")))
-    console.print(table)
+    rows.append(["send lag", *(_ms(lag[k]) for k in stats)])
+    print_table(f"Measured run ({out})", SUMMARY_COLUMNS, rows)
     errors = ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "none"
     rps, tps = s["requests_per_s"], s["output_tokens_per_s"]
     if "telemetry" in s:
         t = s["telemetry"]
-        console.print(
+        prose(
             f"telemetry: {t['gpu_samples']} GPU, {t['host_samples']} host and "
-            f"{t['server_samples']} server-metrics samples"
+            f"{t['server_samples']} server-metrics samples",
+            markup=False,
         )
         for note in t["notes"]:
-            err_console.print(f"note: {note}", highlight=False)
-    console.print(
+            err_console.print(f"note: {note}", highlight=False, markup=False)
+    prose(
         f"completed {s['completed']}, failed {s['failed']} ({errors}); "
         f"{rps or 0:.2f} req/s, {tps or 0:.1f} output tok/s over {s['duration_s']:.2f} s; "
-        f"token counts from {s['client']['token_count_source'] or '-'}"
+        f"token counts from {s['client']['token_count_source'] or '-'}",
+        markup=False,
     )
+    retried = s["client"].get("retried_requests")
+    if retried:
+        err_console.print(
+            f"note: {retried} requests were re-sent once, on a fresh connection, after the "
+            "pooled one was found closed (records' extra.retries)",
+            highlight=False,
+        )
 
 
 def _render_self_test(f: dict[str, Any]) -> None:
-    console.print(
+    prose(
         f"client ceiling against a trivial local stream server: "
         f"{f['requests_per_s']:.0f} req/s, {f['streamed_tokens_per_s']:.0f} streamed tok/s "
         f"(concurrency {f['concurrency']}); send lag at {f['lag_rate_per_s']:g} req/s: "
         f"p50 {_ms(f['send_lag_p50_s'])} ms, p99 {_ms(f['send_lag_p99_s'])} ms; "
-        f"results near these figures are client-bound"
+        f"results near these figures are client-bound",
+        markup=False,
     )

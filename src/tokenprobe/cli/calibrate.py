@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from tokenprobe.calibrate import Params, load_inputs, load_profile, save_profile
 from tokenprobe.calibrate import calibrate as run_calibration
@@ -18,33 +17,51 @@ from tokenprobe.calibrate.profiler import (
     profile_gpu,
     write_profile_run,
 )
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, check_out_file, console, guarded, print_json
+from tokenprobe.cli.render import Col, print_table, progress, prose
+
+ERROR_COLUMNS = (
+    Col("set", kind="name"),
+    Col("source", kind="name"),
+    Col("metric", kind="name"),
+    Col("rows", kind="num", justify="right"),
+    Col("before", kind="num", justify="right"),
+    Col("after", kind="num", justify="right"),
+)
+PARAM_COLUMNS = (
+    Col("parameter", kind="name"),
+    Col("start", kind="num", justify="right"),
+    Col("fitted", kind="num", justify="right"),
+    Col("note"),
+)
 
 
-def _table(cal: Calibration) -> Table:
-    table = Table(title=f"calibration of {cal.engine}: MdAPE before -> after")
-    for col in ("set", "source", "metric", "rows", "before", "after"):
-        table.add_column(col, justify="right" if col in ("rows", "before", "after") else "left")
-    for e in cal.errors():
-        table.add_row(
+def _print_errors(cal: Calibration) -> None:
+    rows = [
+        [
             e.set,
             e.source,
             e.metric,
             str(e.rows),
             f"{e.mdape_before_pct:.1f}%",
             f"{e.mdape_after_pct:.1f}%",
-        )
-    return table
+        ]
+        for e in cal.errors()
+    ]
+    print_table(f"calibration of {cal.engine}: MdAPE before -> after", ERROR_COLUMNS, rows)
 
 
-def _params_table(cal: Calibration) -> Table:
-    table = Table(title="parameters")
-    for col in ("parameter", "start", "fitted"):
-        table.add_column(col, justify="left" if col == "parameter" else "right")
-    for name, value in cal.fit.values.items():
-        mark = "" if name in cal.fit.fitted else " (not identifiable)"
-        table.add_row(name + mark, f"{cal.fit.start.get(name):.4g}", f"{value:.4g}")
-    return table
+def _print_params(cal: Calibration) -> None:
+    rows = [
+        [
+            name,
+            f"{cal.fit.start.get(name):.4g}",
+            f"{value:.4g}",
+            "" if name in cal.fit.fitted else "not identifiable",
+        ]
+        for name, value in cal.fit.values.items()
+    ]
+    print_table("parameters", PARAM_COLUMNS, rows)
 
 
 @app.command()
@@ -80,6 +97,8 @@ def calibrate(
     (split by run or source, never by row); --out writes the fitted profile."""
 
     def work() -> None:
+        if out:
+            check_out_file(out)
         params = check_parameters(param) if param else list(DEFAULT_PARAMETERS)
         given = {"model": model, "gpu": gpu, "tp": tp, "weight_dtype": weight_dtype}
         overrides = {k: v for k, v in given.items() if v is not None}
@@ -88,21 +107,28 @@ def calibrate(
         if start:
             p = load_profile(start)
             first = Params(p.efficiency, p.power)
-        cal = run_calibration(
-            data.rows, holdout=holdout or (), parameters=params, engine=engine, start=first
-        )
+        with progress("fitting", enabled=not as_json) as report:
+            cal = run_calibration(
+                data.rows,
+                holdout=holdout or (),
+                parameters=params,
+                engine=engine,
+                start=first,
+                progress=report,
+            )
         path = save_profile(cal.profile(name or None), out) if out else None
         if as_json:
             print_json({**cal.to_dict(), "skipped": dict(data.skipped), "profile": str(path or "")})
             return
-        console.print(_table(cal))
-        console.print(_params_table(cal))
-        console.print(
+        _print_errors(cal)
+        _print_params(cal)
+        prose(
             f"{cal.fitted_rows} rows fitted, {cal.held_rows} held back; "
-            f"{sum(data.skipped.values())} rows skipped"
+            f"{sum(data.skipped.values())} rows skipped",
+            markup=False,
         )
         if path:
-            console.print(f"profile written to {path}")
+            prose(f"profile written to {path}", markup=False)
 
     guarded(work)
 
@@ -117,7 +143,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 @app.command()
 def profile(
     model: Annotated[str, typer.Option(help="Catalog model, HF id or config.json")],
-    dtype: Annotated[str, typer.Option(help="bf16 or fp16")] = "bf16",
+    dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16 or fp16")] = "bf16",
     batches: Annotated[
         str, typer.Option(help="Decode batch sizes, comma-separated")
     ] = "1,8,32,128",

@@ -5,16 +5,39 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.render import Col, print_table
 from tokenprobe.hardware import get_gpu, gpu_names
 from tokenprobe.model import catalog_names, get_model
 from tokenprobe.units import GIGA, TERA, GiB
 
+JSON_HELP = "Print one JSON document only"
+MODEL_COLUMNS = (
+    Col("name", kind="name"),
+    Col("HF id", kind="name", drop=3),
+    Col("total", "params", kind="num", justify="right"),
+    Col("active", kind="num", justify="right"),
+    Col("layers", kind="num", justify="right", drop=1),
+    Col("attention", "attn", kind="num", drop=2),
+    Col("MoE", kind="num", drop=1),
+    Col("KV KiB/token (bf16)", "KV KiB", kind="num", justify="right"),
+)
+GPU_COLUMNS = (
+    Col("name", kind="name"),
+    Col("bf16 TFLOP/s", "bf16 TF/s", kind="num", justify="right"),
+    Col("fp8 TFLOP/s", "fp8 TF/s", kind="num", justify="right"),
+    Col("HBM GiB", kind="num", justify="right"),
+    Col("HBM TB/s", kind="num", justify="right"),
+    Col("TDP W", kind="num", justify="right"),
+    Col("idle W", kind="num", justify="right", drop=1),
+    Col("link (GB/s per dir)", "link GB/s", kind="num", drop=2),
+    Col("PCIe", kind="num", drop=3),
+)
+
 
 @app.command("models")
-def models_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """List the built-in models with their parameter counts and KV bytes per token."""
     rows: list[dict[str, Any]] = []
     for name in catalog_names():
@@ -34,34 +57,27 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> Non
     if json_out:
         print_json({"models": rows})
         return
-    t = Table(title="Model catalog")
-    for col in (
-        "name",
-        "HF id",
-        "total",
-        "active",
-        "layers",
-        "attention",
-        "MoE",
-        "KV KiB/token (bf16)",
-    ):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(
-            str(r["name"]),
-            str(r["hf_id"]),
-            f"{r['params_total'] / GIGA:.2f} B",
-            f"{r['params_active'] / GIGA:.2f} B",
-            str(r["layers"]),
-            str(r["attention"]),
-            str(r["moe"] or "-"),
-            f"{r['kv_elements_per_token'] * 2 / 1024:.0f}",
-        )
-    console.print(t)
+    print_table(
+        "Model catalog",
+        MODEL_COLUMNS,
+        [
+            [
+                str(r["name"]),
+                str(r["hf_id"]),
+                f"{r['params_total'] / GIGA:.2f} B",
+                f"{r['params_active'] / GIGA:.2f} B",
+                str(r["layers"]),
+                str(r["attention"]),
+                str(r["moe"] or "-"),
+                f"{r['kv_elements_per_token'] * 2 / 1024:.0f}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 @app.command("gpus")
-def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def gpus_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """List the hardware catalog: dense peaks, HBM, power, links."""
     rows: list[dict[str, Any]] = []
     for name in gpu_names():
@@ -84,31 +100,19 @@ def gpus_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     if json_out:
         print_json({"gpus": rows})
         return
-    t = Table(title="GPU catalog (dense tensor-core peaks)")
-    for col in (
-        "name",
-        "bf16 TFLOP/s",
-        "fp8 TFLOP/s",
-        "HBM GiB",
-        "HBM TB/s",
-        "TDP W",
-        "idle W",
-        "link (GB/s per dir)",
-        "PCIe",
-    ):
-        t.add_column(col)
-    for r in rows:
-        peaks = r["peak_flop_per_s"]
-        assert isinstance(peaks, dict)
-        t.add_row(
-            str(r["name"]),
-            f"{peaks['bf16'] / TERA:.0f}" if "bf16" in peaks else "-",  # T4: fp16 only
-            f"{peaks['fp8'] / TERA:.0f}" if "fp8" in peaks else "-",
-            f"{float(r['hbm_bytes']) / GiB:.0f}",
-            f"{float(r['hbm_bytes_per_s']) / TERA:.2f}",
-            f"{r['tdp_w']:.0f}",
-            f"{r['idle_w']:.0f}",
-            f"{r['link']} {float(r['link_bytes_per_s']) / GIGA:.0f}",
-            str(r["pcie"]),
-        )
-    console.print(t)
+    print_table("GPU catalog (dense tensor-core peaks)", GPU_COLUMNS, [_gpu_row(r) for r in rows])
+
+
+def _gpu_row(r: dict[str, Any]) -> list[str]:
+    peaks = r["peak_flop_per_s"]
+    return [
+        str(r["name"]),
+        f"{peaks['bf16'] / TERA:.0f}" if "bf16" in peaks else "-",  # T4: fp16 only
+        f"{peaks['fp8'] / TERA:.0f}" if "fp8" in peaks else "-",
+        f"{float(r['hbm_bytes']) / GiB:.0f}",
+        f"{float(r['hbm_bytes_per_s']) / TERA:.2f}",
+        f"{r['tdp_w']:.0f}",
+        f"{r['idle_w']:.0f}",
+        f"{r['link']} {float(r['link_bytes_per_s']) / GIGA:.0f}",
+        str(r["pcie"]),
+    ]

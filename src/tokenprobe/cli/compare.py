@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.render import print_side_by_side, prose
 from tokenprobe.errors import ConfigError
+from tokenprobe.units import fmt_s
 
 
 def _split(text: str, field: str) -> list[str]:
@@ -38,13 +40,7 @@ def _combos(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values())]
 
 
-def _table(rows: list[dict[str, Any]]) -> Table:
-    from tokenprobe.units import fmt_s
-
-    t = Table(title="Side by side")
-    t.add_column("")
-    for r in rows:
-        t.add_column(r["label"], justify="right")
+def _side_by_side(rows: list[dict[str, Any]]) -> None:
     fits = [bool(r["fits"]) for r in rows]
     lines: list[tuple[str, Any]] = [
         ("TTFT", lambda r: fmt_s(r["ttft_s"])),
@@ -55,10 +51,15 @@ def _table(rows: list[dict[str, Any]]) -> Table:
         ("kWh per M output tokens", lambda r: f"{r['kwh_per_million_output_tokens']:.4g}"),
         ("max concurrent requests", lambda r: f"{r['max_concurrent_requests']:,}"),
     ]
-    for name, fmt in lines:
-        t.add_row(name, *(fmt(r) if ok else "-" for r, ok in zip(rows, fits, strict=True)))
-    t.add_row("fits", *("yes" if r["fits"] else f"[red]{r['reason']}[/]" for r in rows))
-    return t
+    cells = [
+        (name, [fmt(r) if ok else "-" for r, ok in zip(rows, fits, strict=True)])
+        for name, fmt in lines
+    ]
+    cells.append(("fits", [Text("yes") if ok else Text("no", "red") for ok in fits]))
+    print_side_by_side("Side by side", [r["label"] for r in rows], cells)
+    for r in rows:
+        if not r["fits"]:
+            prose(f"{r['label']} does not fit: {r['reason']}", markup=False)
 
 
 def _compare_runs(run_dirs: list[Path], out: Path | None, json_out: bool) -> None:
@@ -80,16 +81,12 @@ def _compare_runs(run_dirs: list[Path], out: Path | None, json_out: bool) -> Non
         print_json({"runs": {name: summary for name, _, summary in named}})
     else:
         header, rows = run_compare_rows([(name, summary) for name, _, summary in named])
-        t = Table(title="Runs side by side")
-        for i, h in enumerate(header):
-            t.add_column(h, justify="left" if i == 0 else "right")
-        for row in rows:
-            t.add_row(*row)
-        console.print(t)
+        lines = [(str(row[0]), [str(c) for c in row[1:]]) for row in rows]
+        print_side_by_side("Runs side by side", [str(h) for h in header[1:]], lines)
     if out is not None:
         path = write_report(out, run_compare_sections(named), "tokenprobe compare (runs)")
         if not json_out:
-            console.print(f"wrote {path}")
+            prose(f"wrote {path}", markup=False)
 
 
 @app.command("compare")
@@ -98,9 +95,13 @@ def compare_cmd(
         list[Path] | None, typer.Argument(help="Run folders to compare (instead of estimates)")
     ] = None,
     model: Annotated[str, typer.Option(help="Catalog name(s), comma-separated")] = "llama-3.1-8b",
-    gpus: Annotated[str, typer.Option(help="GPU names, comma-separated")] = "h100-sxm",
-    weight_dtypes: Annotated[str, typer.Option(help="Weight dtypes, comma-separated")] = "bf16",
-    kv_dtypes: Annotated[str | None, typer.Option(help="KV dtypes, comma-separated")] = None,
+    gpus: Annotated[str, typer.Option("--gpu", help="GPU name(s), comma-separated")] = "h100-sxm",
+    weight_dtypes: Annotated[
+        str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
+    ] = "bf16",
+    kv_dtypes: Annotated[
+        str | None, typer.Option("--kv-dtype", help="KV dtype(s), comma-separated")
+    ] = None,
     tp: Annotated[str, typer.Option(help="Tensor-parallel degrees, comma-separated")] = "1",
     batch: Annotated[str, typer.Option(help="Batch sizes, comma-separated")] = "1",
     input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
@@ -119,9 +120,9 @@ def compare_cmd(
     def build() -> list[tuple[str, dict[str, Any]]]:
         axes: dict[str, list[Any]] = {
             "model": _split(model, "model"),
-            "gpu": _split(gpus, "gpus"),
-            "weight_dtype": _split(weight_dtypes, "weight_dtypes"),
-            "kv_dtype": _split(kv_dtypes, "kv_dtypes") if kv_dtypes else [None],
+            "gpu": _split(gpus, "gpu"),
+            "weight_dtype": _split(weight_dtypes, "weight_dtype"),
+            "kv_dtype": _split(kv_dtypes, "kv_dtype") if kv_dtypes else [None],
             "tp": _ints(tp, "tp"),
             "batch": _ints(batch, "batch"),
         }
@@ -148,8 +149,8 @@ def compare_cmd(
     if json_out:
         print_json({"rows": rows})
     else:
-        console.print(_table(rows))
+        _side_by_side(rows)
     if out is not None:
         path = write_report(out, compare_sections(labelled), "tokenprobe compare")
         if not json_out:
-            console.print(f"wrote {path}")
+            prose(f"wrote {path}", markup=False)

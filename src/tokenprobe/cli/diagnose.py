@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from tokenprobe.cli.app import app, console, err_console, guarded, print_json
+from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.render import Col, print_table
 from tokenprobe.diagnose import diagnose
 from tokenprobe.errors import SchemaError
 from tokenprobe.records import read_run
@@ -34,33 +35,42 @@ def _evidence(evidence: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in evidence.items() if v is not None)
 
 
+FINDING_COLUMNS = (
+    Col("finding", kind="name"),
+    Col("what"),
+    Col("evidence"),
+    Col("action"),
+)
+RULE_COLUMNS = (Col("rule", kind="name"), Col("status", kind="name"), Col("reason"))
+COMPARISON_COLUMNS = (
+    Col("metric", kind="name"),
+    Col("measured", kind="num", justify="right"),
+    Col("predicted", kind="num", justify="right"),
+    Col("measured / predicted", "ratio", kind="num", justify="right"),
+)
+
+
+def _finding_row(f: dict[str, Any]) -> list[Text | str]:
+    # severity and the rule's name head the row: the name is what --json and the docs use
+    head = Text(f["severity"], style=SEVERITY_STYLE.get(f["severity"], "")) + " " + f["kind"]
+    return [head, f["summary"], _evidence(f["evidence"]), f["action"]]
+
+
 def _render(result: dict[str, Any]) -> None:
-    findings = Table(title=f"Findings ({result['run']})", show_lines=True)
-    for column in ("severity", "kind", "what", "evidence", "action"):
-        findings.add_column(column, overflow="fold")
-    for f in result["findings"]:
-        style = SEVERITY_STYLE.get(f["severity"], "")
-        findings.add_row(
-            f"[{style}]{f['severity']}[/]",
-            f["kind"],
-            f["summary"],
-            _evidence(f["evidence"]),
-            f["action"],
-        )
-    if not result["findings"]:
-        findings.caption = "no rule fired"
-    console.print(findings)
-    rules = Table(title="Rules")
-    for column in ("rule", "status", "reason"):
-        rules.add_column(column, overflow="fold")
-    for r in result["rules"]:
-        rules.add_row(r["rule"], r["status"], r["reason"])
-    console.print(rules)
+    print_table(
+        f"Findings ({result['run']})",
+        FINDING_COLUMNS,
+        [_finding_row(f) for f in result["findings"]],
+        caption="" if result["findings"] else "no rule fired",
+    )
+    print_table(
+        "Rules", RULE_COLUMNS, [[r["rule"], r["status"], r["reason"]] for r in result["rules"]]
+    )
     comparison = result.get("comparison")
     if comparison:
         _render_comparison(comparison)
     for note in result["notes"]:
-        err_console.print(f"note: {note}", highlight=False)
+        err_console.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _fmt(metric: str, value: float | None) -> str:
@@ -70,23 +80,27 @@ def _fmt(metric: str, value: float | None) -> str:
 
 
 def _render_comparison(comparison: dict[str, Any]) -> None:
-    table = Table(title="Measured vs predicted " + str(comparison.get("deployment") or ""))
-    for column in ("metric", "measured", "predicted", "measured / predicted"):
-        table.add_column(column, justify="right" if column != "metric" else "left")
-    for row in comparison["rows"]:
-        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
-        m = row["metric"]
-        table.add_row(m, _fmt(m, row["measured"]), _fmt(m, row["predicted"]), ratio)
+    rows = [
+        [
+            row["metric"],
+            _fmt(row["metric"], row["measured"]),
+            _fmt(row["metric"], row["predicted"]),
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+        ]
+        for row in comparison["rows"]
+    ]
+    caption = ""
     if comparison.get("load"):
         load = comparison["load"]
-        table.caption = (
+        caption = (
             f"load from the run: {load['input_tokens']} in, {load['output_tokens']} out, "
             f"{load['batch']} in flight"
         )
-    if comparison["rows"]:
-        console.print(table)
+    if rows:
+        title = "Measured vs predicted " + str(comparison.get("deployment") or "")
+        print_table(title.strip(), COMPARISON_COLUMNS, rows, caption=caption)
     for note in comparison.get("notes", []):
-        err_console.print(f"note: prediction: {note}", highlight=False)
+        err_console.print(f"note: prediction: {note}", highlight=False, markup=False)
 
 
 @app.command("diagnose")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cost import Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
 from tokenprobe.report.sections import memory_rows
@@ -61,13 +62,19 @@ def estimate_cmd(
     ] = 0.9,
     pue: Annotated[float, typer.Option(help="Facility power usage effectiveness")] = 1.0,
     server_overhead: Annotated[
-        float, typer.Option(help="Host power (CPU, DRAM, fans) as a fraction of GPU power")
+        float,
+        typer.Option(
+            "--server-overhead-fraction",
+            help="Host power (CPU, DRAM, fans) as a fraction of GPU power",
+        ),
     ] = 0.0,
-    electricity_usd_per_kwh: Annotated[float | None, typer.Option()] = None,
+    electricity_usd_per_kwh: Annotated[
+        float | None, typer.Option(help="Electricity price, USD per kWh")
+    ] = None,
     gpu_hour_usd: Annotated[float | None, typer.Option(help="Price of one GPU-hour")] = None,
-    host: Annotated[str, typer.Option(help="Host from the catalog (CPU, DRAM, NVMe, NIC)")] = (
-        "default"
-    ),
+    host: Annotated[
+        str, typer.Option(help="Host: catalog name or TOML file (CPU, DRAM, NVMe, NIC)")
+    ] = "default",
     tls: Annotated[bool, typer.Option(help="Clients connect over TLS")] = False,
     tokenizer_tokens_per_s: Annotated[
         float | None,
@@ -143,10 +150,11 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
         f"weights {d['weight_dtype']}, compute {d['compute_dtype']}, KV {d['kv_dtype']}; "
         f"{d['batch']} x ({d['input_tokens']} in, {d['output_tokens']} out)"
     )
-    console.print(f"[bold]{title}[/]")
-    console.print(
+    prose(Text(title, style="bold"))
+    prose(
         f"params: {d['params_total'] / 1e9:.2f} B total, "
-        f"{d['params_active'] / 1e9:.2f} B active per token"
+        f"{d['params_active'] / 1e9:.2f} B active per token",
+        markup=False,
     )
     _summary_table(d)
     _stage_table(d)
@@ -160,33 +168,32 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
                 _ops_table(stage, d[stage]["ops"])
 
 
+def _pairs(title: str, rows: list[tuple[str, str]], first: str = "metric") -> None:
+    """A two-column table: a label (prose) and its value (a figure, kept whole)."""
+    print_table(title, (Col(first), Col("value", kind="num", justify="right")), rows)
+
+
 def _summary_table(d: dict[str, Any]) -> None:
-    t = Table(title="Latency and throughput")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    t.add_row("TTFT", fmt_s(d["ttft_s"]))
-    for name, value in d["ttft_breakdown_s"].items():
-        t.add_row(f"  {name.removesuffix('_s')}", fmt_s(value))
-    t.add_row("TPOT (mean over output)", fmt_s(d["tpot_s"]))
+    rows = [("TTFT", fmt_s(d["ttft_s"]))]
+    rows += [(f"  {k.removesuffix('_s')}", fmt_s(v)) for k, v in d["ttft_breakdown_s"].items()]
+    rows.append(("TPOT (mean over output)", fmt_s(d["tpot_s"])))
     if d["decode"]:
         curve = d["decode"]["tpot_s_by_context"]
-        t.add_row(
-            f"  at context {curve[0][0]} -> {curve[-1][0]}",
-            f"{fmt_s(curve[0][1])} -> {fmt_s(curve[-1][1])}",
+        rows.append(
+            (
+                f"  at context {curve[0][0]} -> {curve[-1][0]}",
+                f"{fmt_s(curve[0][1])} -> {fmt_s(curve[-1][1])}",
+            )
         )
         cb = d["decode"]["compute_bound_batch"]
-        t.add_row("decode turns compute-bound at batch", "never" if cb is None else str(cb))
-    t.add_row("E2E", fmt_s(d["e2e_s"]))
-    t.add_row("output tokens/s (batch, end to end)", f"{d['output_tokens_per_s']:.1f}")
-    console.print(t)
+        rows.append(("decode turns compute-bound at batch", "never" if cb is None else str(cb)))
+    rows.append(("E2E", fmt_s(d["e2e_s"])))
+    rows.append(("output tokens/s (batch, end to end)", f"{d['output_tokens_per_s']:.1f}"))
+    _pairs("Latency and throughput", rows)
 
 
 def _stage_table(d: dict[str, Any]) -> None:
     stages = [(n, d[n]) for n in ("prefill", "decode") if d[n]]
-    t = Table(title="Where the time goes, per stage (per GPU; decode = one step, mid-output)")
-    t.add_column("")
-    for name, _ in stages:
-        t.add_column(name, justify="right")
     rows: list[tuple[str, Any]] = [
         ("time", lambda s: fmt_s(s["time_s"])),
         ("FLOP", lambda s: fmt_si(s["flop"], "FLOP")),
@@ -199,86 +206,96 @@ def _stage_table(d: dict[str, Any]) -> None:
         ("  overhead share", lambda s: _pct(s["shares"]["overhead"])),
         ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
     ]
-    for label, fmt in rows:
-        t.add_row(label, *(fmt(s) for _, s in stages))
-    console.print(t)
+    print_side_by_side(
+        "Where the time goes, per stage (per GPU; decode = one step, mid-output)",
+        [name for name, _ in stages],
+        [(label, [fmt(s) for _, s in stages]) for label, fmt in rows],
+    )
 
 
 def _memory_table(m: dict[str, Any]) -> None:
-    t = Table(title="Memory per GPU" + ("" if m["fits"] else " — DOES NOT FIT"))
-    t.add_column("item")
-    t.add_column("value", justify="right")
     rows = memory_rows(m)
-    for label, value in rows[:-1]:  # the verdict goes last, after the capacity rows
-        t.add_row(label, value)
-    t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,} tokens")
-    t.add_row(
-        f"max concurrent requests at {m['context_tokens']} tokens",
-        f"{m['max_concurrent_requests']:,}",
+    pairs = [(label, value) for label, value in rows[:-1]]  # the verdict goes last
+    pairs.append(("KV capacity", f"{m['kv_capacity_tokens']:,} tokens"))
+    pairs.append(
+        (
+            f"max concurrent requests at {m['context_tokens']} tokens",
+            f"{m['max_concurrent_requests']:,}",
+        )
     )
-    t.add_row(*rows[-1])
-    console.print(t)
+    pairs.append((rows[-1][0], rows[-1][1]))
+    _pairs("Memory per GPU" + ("" if m["fits"] else " — DOES NOT FIT"), pairs, "item")
 
 
 def _energy_table(e: dict[str, Any]) -> None:
-    t = Table(
-        title="Energy (GPU"
+    title = (
+        "Energy (GPU"
         + (f" x facility {e['facility_factor']:.2f}" if e["facility_factor"] != 1 else "")
         + ")"
     )
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    t.add_row("J per input token (prefill)", f"{e['joules_per_input_token']:.4f}")
-    t.add_row("J per output token (decode)", f"{e['joules_per_output_token']:.4f}")
-    t.add_row("J per output token, all in", f"{e['joules_per_token_all_in']:.4f}")
-    t.add_row("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4f}")
-    t.add_row("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4f}")
+    rows = [
+        ("J per input token (prefill)", f"{e['joules_per_input_token']:.4f}"),
+        ("J per output token (decode)", f"{e['joules_per_output_token']:.4f}"),
+        ("J per output token, all in", f"{e['joules_per_token_all_in']:.4f}"),
+        ("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4f}"),
+        ("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4f}"),
+    ]
     for key, label in (
         ("usd_electricity_per_million_output_tokens", "$ electricity / M out"),
         ("usd_gpu_time_per_million_output_tokens", "$ GPU time / M out"),
     ):
         if e[key] is not None:
-            t.add_row(label, f"{e[key]:.4f}")
-    console.print(t)
+            rows.append((label, f"{e[key]:.4f}"))
+    _pairs(title, rows)
 
 
 def _outside_table(d: dict[str, Any]) -> None:
     h, n, ld, kv = d["host"], d["network"], d["loading"], d["kv_swap"]
-    t = Table(title=f"Outside the GPU (host {h['host']}, {h['cpu_cores']:.0f} cores)")
-    t.add_column("item")
-    t.add_column("value", justify="right")
-    t.add_row("CPU per request (HTTP, JSON, tokenize, stream)", fmt_s(h["cpu_s_per_request"]))
-    t.add_row("host saturates at", f"{h['max_requests_per_s']:,.0f} requests/s")
-    t.add_row("GPUs complete", f"{h['gpu_requests_per_s']:,.3g} requests/s -> bound: {h['bound']}")
-    t.add_row("network per streamed token", fmt_si(n["wire_bytes_per_output_token"], "B"))
-    t.add_row(
-        "request / response",
-        f"{fmt_si(n['request_bytes'], 'B')} / {fmt_si(n['response_bytes'], 'B')}",
-    )
-    t.add_row(
-        "cold start (read, copy to GPU, init)",
-        f"{ld['cold_start_s']:.1f} s "
-        f"({ld['storage_read_s']:.1f} + {ld['host_to_gpu_s']:.1f} + "
-        f"{ld['engine_init_s']:.0f})",
-    )
-    t.add_row(
-        "KV of one request: swap in vs recompute",
-        f"{fmt_s(kv['swap_in_s'])} vs {fmt_s(kv['recompute_s'])} ({kv['cheaper']})",
-    )
-    console.print(t)
+    rows = [
+        ("CPU per request (HTTP, JSON, tokenize, stream)", fmt_s(h["cpu_s_per_request"])),
+        ("host saturates at", f"{h['max_requests_per_s']:,.0f} requests/s"),
+        ("GPUs complete", f"{h['gpu_requests_per_s']:,.3g} requests/s"),
+        ("  so the bound is", str(h["bound"])),
+        ("network per streamed token", fmt_si(n["wire_bytes_per_output_token"], "B")),
+        (
+            "request / response",
+            f"{fmt_si(n['request_bytes'], 'B')} / {fmt_si(n['response_bytes'], 'B')}",
+        ),
+        (
+            "cold start (read + copy to GPU + init)",
+            f"{ld['cold_start_s']:.1f} s "
+            f"({ld['storage_read_s']:.1f} + {ld['host_to_gpu_s']:.1f} + "
+            f"{ld['engine_init_s']:.0f})",
+        ),
+        (
+            "KV of one request: swap in vs recompute",
+            f"{fmt_s(kv['swap_in_s'])} vs {fmt_s(kv['recompute_s'])}",
+        ),
+        ("  cheaper", str(kv["cheaper"])),
+    ]
+    _pairs(f"Outside the GPU (host {h['host']}, {h['cpu_cores']:.0f} cores)", rows, "item")
+
+
+OPS_COLUMNS = (
+    Col("op", kind="name"),
+    Col("time", kind="num", justify="right"),
+    Col("FLOP", kind="num", justify="right"),
+    Col("bytes", kind="num", justify="right"),
+    Col("FLOP/B", kind="num", justify="right", drop=1),
+    Col("bound", kind="name"),
+)
 
 
 def _ops_table(stage: str, ops: list[dict[str, Any]]) -> None:
-    t = Table(title=f"Operators, {stage} (per GPU, all layers)")
-    for col in ("op", "time", "FLOP", "bytes", "FLOP/B", "bound"):
-        t.add_column(col, justify="left" if col in ("op", "bound") else "right")
-    for o in sorted(ops, key=lambda o: -float(o["time_s"])):
-        t.add_row(
+    rows = [
+        [
             o["name"],
             fmt_s(o["time_s"]),
             fmt_si(o["flop"], "FLOP"),
             fmt_si(o["hbm_bytes"], "B"),
             f"{o['arithmetic_intensity_flop_per_byte']:.1f}",
             o["bound"],
-        )
-    console.print(t)
+        ]
+        for o in sorted(ops, key=lambda o: -float(o["time_s"]))
+    ]
+    print_table(f"Operators, {stage} (per GPU, all layers)", OPS_COLUMNS, rows)

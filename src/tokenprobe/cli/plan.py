@@ -6,12 +6,12 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
-from rich.progress import Progress
-from rich.table import Table
+from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
+from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
@@ -38,39 +38,51 @@ def parse_prices(text: str | None) -> dict[str, float]:
     """`h100-sxm=2.5,a100-sxm-80gb=1.6` -> {gpu: USD per GPU-hour}."""
     if not text:
         return {}
-    items = _split(text, "price_per_gpu_hour")
-    return parse_overrides(items, "price_per_gpu_hour", example="h100-sxm=2.5")
+    items = _split(text, "gpu_hour_usd")
+    return parse_overrides(items, "gpu_hour_usd", example="h100-sxm=2.5")
 
 
 @app.command("plan")
 def plan_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")],
-    rate: Annotated[float, typer.Option(help="Requests per second to serve")],
-    slo_ttft_p90: Annotated[float | None, typer.Option(help="p90 TTFT bound, seconds")] = None,
-    slo_tpot_p90: Annotated[float | None, typer.Option(help="p90 TPOT bound, seconds")] = None,
-    input_tokens: Annotated[int, typer.Option()] = 512,
-    output_tokens: Annotated[int, typer.Option()] = 256,
+    rate: Annotated[float, typer.Option(help="Requests per second to serve (Poisson)")],
+    slo_ttft_p90: Annotated[
+        float | None,
+        typer.Option("--slo-ttft-s", help="TTFT bound in s, met by the p90 of simulated requests"),
+    ] = None,
+    slo_tpot_p90: Annotated[
+        float | None,
+        typer.Option("--slo-tpot-s", help="TPOT bound in s, met by the p90 of simulated requests"),
+    ] = None,
+    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
     workload: Annotated[
         str | None, typer.Option(help="Workload TOML/JSON: its length distributions are used")
     ] = None,
-    gpus: Annotated[str, typer.Option(help="Comma-separated GPU names")] = DEFAULT_GPUS,
-    dtypes: Annotated[str, typer.Option(help="Comma-separated weight dtypes")] = "bf16,fp8",
+    gpus: Annotated[str, typer.Option("--gpu", help="GPU name(s), comma-separated")] = DEFAULT_GPUS,
+    dtypes: Annotated[
+        str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
+    ] = "bf16,fp8",
     tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
     max_num_seqs: Annotated[str, typer.Option(help="Comma-separated engine batch caps")] = "256",
     price_per_gpu_hour: Annotated[
-        str | None, typer.Option(help="USD per GPU-hour, e.g. h100-sxm=2.5,h200=3.5")
+        str | None,
+        typer.Option("--gpu-hour-usd", help="USD per GPU-hour by GPU, e.g. h100-sxm=2.5,h200=3.5"),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Processes (default: one per core)")] = None,
     ray: Annotated[
         str | None,
         typer.Option(help="Run candidates on a Ray cluster at ADDRESS ('local' starts one)"),
     ] = None,
-    num_requests: Annotated[int, typer.Option(help="Requests per simulation")] = 300,
+    num_requests: Annotated[
+        int,
+        typer.Option(help="Requests per simulated candidate (300: p90s decide feasibility)"),
+    ] = 300,
     profile: Annotated[
         str | None,
         typer.Option(help=PROFILE_HELP),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Search GPU x dtype x TP, check each with the simulator, print the cheapest that meet the
     SLOs (or the nearest miss)."""
@@ -82,7 +94,7 @@ def plan_cmd(
         else:
             in_len, out_len = fixed_lengths(input_tokens, output_tokens)
         cands = candidates(
-            _split(gpus, "gpus"), _split(dtypes, "dtypes"), _ints(tp, "tp"),
+            _split(gpus, "gpu"), _split(dtypes, "weight_dtype"), _ints(tp, "tp"),
             _ints(max_num_seqs, "max_num_seqs"),
         )  # fmt: skip
         req = PlanRequest(
@@ -95,48 +107,58 @@ def plan_cmd(
         return replace(req, efficiency=p.efficiency, power=p.power)
 
     req = guarded(build)
+    with progress(
+        "simulating candidates", total=len(req.candidates), enabled=not json_out
+    ) as report:
+        result = guarded(lambda: plan(req, workers=workers, ray_address=ray, progress=report))
     if json_out:
-        result = guarded(lambda: plan(req, workers=workers, ray_address=ray))
         print_json(result.to_dict())
         return
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("simulating candidates", total=len(req.candidates))
-        result = guarded(
-            lambda: plan(
-                req,
-                workers=workers,
-                ray_address=ray,
-                progress=lambda i, n: bar.update(task, completed=i),
-            )
-        )
     render_plan(result)
+
+
+PLAN_COLUMNS = (
+    Col("deployment", kind="name"),
+    Col("GPUs", kind="num", justify="right"),
+    Col("req/s per replica", "req/s", kind="num", justify="right", drop=2),
+    Col("p90 TTFT", kind="num", justify="right"),
+    Col("p90 TPOT", kind="num", justify="right"),
+    Col("tok/s/GPU", "tok/s GPU", kind="num", justify="right"),
+    Col("kWh/M out", kind="num", justify="right", drop=1),
+)
+PRICE_COLUMNS = (
+    Col("$/h", kind="num", justify="right"),
+    Col("$/M in", kind="num", justify="right", drop=3),
+    Col("$/M out", kind="num", justify="right"),
+)
+PLAN_ROWS_SHOWN = 15
+
+
+def _plan_row(o: dict[str, Any], priced: bool) -> list[str]:
+    row = [o["candidate"], str(o["gpus"]), f"{o['rate_per_replica']:.2f}",
+           fmt_s(o["ttft_p90_s"]), fmt_s(o["tpot_p90_s"]),
+           f"{o['output_tokens_per_s_per_gpu']:.0f}",
+           f"{o['kwh_per_million_output_tokens']:.3f}"]  # fmt: skip
+    if priced:
+        row += [f"{o['cost_per_hour']:.2f}", f"{o['usd_per_million_input_tokens']:.3f}",
+                f"{o['usd_per_million_output_tokens']:.3f}"]  # fmt: skip
+    return row
 
 
 def render_plan(p: Plan) -> None:
     d: dict[str, Any] = p.to_dict()
     if not d["feasible"]:
-        console.print(f"[bold red]{d['message']}[/]")
+        prose(Text(d["message"], style="bold red"))
         miss = d["nearest_miss"]
         if miss:
-            console.print(
-                f"nearest miss: {miss['candidate']}: {miss['reason']} "
-                f"(x{miss['miss']:.2f} of the SLO)"
-            )
+            print_names("nearest miss:", [miss["candidate"]])
+            prose(f"  {miss['reason']} (x{miss['miss']:.2f} of the SLO)", markup=False)
         return
     priced = d["feasible"][0]["cost_per_hour"] is not None
-    t = Table(title=f"Deployments for {d['rate_per_s']} requests/s of {d['model']}, cheapest first")
-    for col in ("deployment", "GPUs", "req/s per replica", "p90 TTFT", "p90 TPOT", "tok/s/GPU",
-                "kWh/M out", *(("$/h", "$/M in", "$/M out") if priced else ())):  # fmt: skip
-        t.add_column(col, justify="left" if col == "deployment" else "right")
-    for o in d["feasible"][:15]:
-        row = [o["candidate"], str(o["gpus"]), f"{o['rate_per_replica']:.2f}",
-               fmt_s(o["ttft_p90_s"]), fmt_s(o["tpot_p90_s"]),
-               f"{o['output_tokens_per_s_per_gpu']:.0f}",
-               f"{o['kwh_per_million_output_tokens']:.3f}"]  # fmt: skip
-        if priced:
-            row += [f"{o['cost_per_hour']:.2f}", f"{o['usd_per_million_input_tokens']:.3f}",
-                    f"{o['usd_per_million_output_tokens']:.3f}"]  # fmt: skip
-        t.add_row(*row)
-    console.print(t)
-    console.print("Pareto front (tokens/s per GPU vs interactivity): " + ", ".join(d["pareto"]))
-    console.print(f"{len(d['rejected'])} candidates ruled out (see --json for why).")
+    print_table(
+        f"Deployments for {d['rate_per_s']} requests/s of {d['model']}, cheapest first",
+        PLAN_COLUMNS + (PRICE_COLUMNS if priced else ()),
+        [_plan_row(o, priced) for o in d["feasible"][:PLAN_ROWS_SHOWN]],
+    )
+    print_names("Pareto front (tokens/s per GPU vs interactivity):", d["pareto"])
+    prose(f"{len(d['rejected'])} candidates ruled out (see --json for why).", markup=False)

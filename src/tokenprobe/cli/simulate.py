@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.app import console as stdout_console
 from tokenprobe.cli.estimate import PROFILE_HELP
+from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
@@ -89,7 +90,9 @@ def simulate_cmd(
     max_num_batched_tokens: Annotated[
         int | None, typer.Option(help="vLLM's default: 8192 on >= 70 GiB GPUs but A100, else 2048")
     ] = None,
-    no_chunked_prefill: Annotated[bool, typer.Option("--no-chunked-prefill")] = False,
+    no_chunked_prefill: Annotated[
+        bool, typer.Option("--no-chunked-prefill", help="Prefill each prompt in one step")
+    ] = False,
     prefix_caching: Annotated[
         bool | None,
         typer.Option(
@@ -187,21 +190,12 @@ def simulate_cmd(
         return
     render_simulation(data)
     if out is not None:
-        console.print(f"run folder written to {out}")
+        prose(f"run folder written to {out}", markup=False)
 
 
 def _with_progress(run: Any, show: bool) -> SimResult:
-    if not show:
-        result: SimResult = run(None)
-        return result
-    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("simulating", total=None)
-
-        def report(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        result = run(report)
+    with progress("simulating", enabled=show) as report:
+        result: SimResult = run(report)
     return result
 
 
@@ -250,29 +244,46 @@ def _emit_scenario(
     if json_out:
         print_json({**parts[0]["result"], "scenario": sc.name} if len(parts) == 1 else data)
         return
-    console.print(f"[bold]{sc.name}[/]: {sc.description} ({sc.model}, {sc.weight_dtype}, {sc.gpu})")
+    prose(
+        Text(sc.name, style="bold")
+        + f": {sc.description} ({sc.model}, {sc.weight_dtype}, {sc.gpu})"
+    )
     _scenario_table(parts)
     for p in parts:
-        console.print(f"\n[bold]{p['label']}[/]")
+        stdout_console.print()
+        prose(Text(p["label"], style="bold"))
         render_simulation(p["result"])
 
 
+SCENARIO_COLUMNS = (
+    Col("part"),
+    *(
+        Col(h, kind="num", justify="right")
+        for h in ("tokens/s", "seed tokens/s", "avg W", "seed W", "kWh/M", "seed kWh/M")
+    ),
+)
+
+
 def _scenario_table(parts: list[dict[str, Any]]) -> None:
-    t = Table(title="Simulated vs seed (GPU power only; kWh per million output tokens, all-in)")
-    for col in ("part", "tokens/s", "seed tokens/s", "avg W", "seed W", "kWh/M", "seed kWh/M"):
-        t.add_column(col, justify="right")
+    rows = []
     for p in parts:
         r, s, e = p["result"], p["seed_reference"] or {}, p["result"]["energy"]
-        t.add_row(
-            p["label"],
-            _num(r["output_tokens_per_s"], 0),
-            _num(s.get("output_tokens_per_s"), 0),
-            _num(e["average_power_w"], 0),
-            _num(s.get("average_power_w"), 0),
-            _num(e["kwh_per_million_tokens_all_in"], 3),
-            _num(s.get("kwh_per_million_tokens"), 2),
+        rows.append(
+            [
+                p["label"],
+                _num(r["output_tokens_per_s"], 0),
+                _num(s.get("output_tokens_per_s"), 0),
+                _num(e["average_power_w"], 0),
+                _num(s.get("average_power_w"), 0),
+                _num(e["kwh_per_million_tokens_all_in"], 3),
+                _num(s.get("kwh_per_million_tokens"), 2),
+            ]
         )
-    console.print(t)
+    print_table(
+        "Simulated vs seed (GPU power only; kWh per million output tokens, all-in)",
+        SCENARIO_COLUMNS,
+        rows,
+    )
 
 
 def _num(x: float | None, digits: int) -> str:
@@ -285,26 +296,34 @@ def _lat(stats: dict[str, float | None]) -> list[str]:
     ]
 
 
+LATENCY_COLUMNS = (
+    Col("metric", kind="name"),
+    *(Col(h, kind="num", justify="right") for h in ("mean", "p50", "p90", "p99")),
+)
+PAIR_COLUMNS = (Col("metric"), Col("value", kind="num", justify="right"))
+
+
 def render_simulation(d: dict[str, Any]) -> None:
     """Human tables for a simulation's dict (the same data as --json)."""
     c = d["config"]
-    console.print(
+    prose(
         f"{c.get('model', '?')} on {c.get('num_gpus', '?')}x {c.get('gpu', '?')}, "
         f"scheduler {c['scheduler']['name']}, workload {c['workload']['name']} "
-        f"({c['workload']['num_requests']} requests, {c['workload']['arrival']['kind']})"
+        f"({c['workload']['num_requests']} requests, {c['workload']['arrival']['kind']})",
+        markup=False,
     )
-    t = Table(title="Latency")
-    for col in ("metric", "mean", "p50", "p90", "p99"):
-        t.add_column(col, justify="right")
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
-        t.add_row(key.removesuffix("_s").upper(), *_lat(d[key]))
-    console.print(t)
-    s = Table(title="Throughput, KV cache and energy")
-    s.add_column("metric")
-    s.add_column("value", justify="right")
+    print_table(
+        "Latency",
+        LATENCY_COLUMNS,
+        [
+            [key.removesuffix("_s").upper(), *_lat(d[key])]
+            for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
+        ],
+    )
     e, kv = d["energy"], d["kv"]
     rows = [
-        ("completed / failed", f"{d['completed']} / {d['failed']} {d['errors'] or ''}"),
+        ("completed / failed", f"{d['completed']} / {d['failed']}"),
+        *([("  errors", str(d["errors"]))] if d["errors"] else []),
         ("duration", fmt_s(d["duration_s"])),
         ("requests/s", _num(d["requests_per_s"], 2)),
         ("output tokens/s", _num(d["output_tokens_per_s"], 1)),
@@ -321,6 +340,4 @@ def render_simulation(d: dict[str, Any]) -> None:
         ),
         ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
     ]
-    for label, value in rows:
-        s.add_row(label, value)
-    console.print(s)
+    print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.cost import Workload, make_deployment
 from tokenprobe.cost.api import resolve_parallelism
 from tokenprobe.hardware import get_host
@@ -20,20 +20,24 @@ from tokenprobe.units import fmt_s
 def whatif_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
     gpu: Annotated[str, typer.Option(help="GPU name or TOML file")],
-    input_tokens: Annotated[int, typer.Option()] = 1024,
-    output_tokens: Annotated[int, typer.Option()] = 256,
-    batch: Annotated[int, typer.Option()] = 1,
-    num_gpus: Annotated[int | None, typer.Option()] = None,
-    tp: Annotated[int | None, typer.Option()] = None,
-    pp: Annotated[int, typer.Option()] = 1,
-    weight_dtype: Annotated[str, typer.Option()] = "bf16",
-    kv_dtype: Annotated[str | None, typer.Option()] = None,
-    host: Annotated[str, typer.Option(help="Host from the catalog")] = "default",
+    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    batch: Annotated[int, typer.Option(help="Requests decoded together")] = 1,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    weight_dtype: Annotated[
+        str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
+    ] = "bf16",
+    kv_dtype: Annotated[
+        str | None, typer.Option(help="KV-cache dtype (default: by the weight dtype)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Host: catalog name or TOML file")] = "default",
     uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
         "capacity_output_tokens_per_s"
     ),
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Upgrade each resource by --uplift, one at a time, and rank the upgrades."""
 
@@ -52,35 +56,57 @@ def whatif_cmd(
     _render(result)
 
 
+# headers (full, short for a narrow terminal); --target takes the metric names themselves
+HEADERS = {
+    "ttft_s": ("TTFT", ""),
+    "tpot_s": ("TPOT", ""),
+    "capacity_output_tokens_per_s": ("capacity output tokens/s", "cap. tok/s"),
+    "served_requests_per_s": ("served requests/s", "req/s"),
+    "max_concurrent_requests": ("max concurrent requests", "max reqs"),
+    "joules_per_output_token": ("J per output token", "J/tok"),
+}
+POWER_COLUMNS = (
+    Col("cap", kind="num", justify="right"),
+    Col("W", kind="num", justify="right"),
+    Col("TTFT", kind="num", justify="right"),
+    Col("TPOT", kind="num", justify="right"),
+    Col("tokens/s", "tok/s", kind="num", justify="right"),
+    Col("J/token", kind="num", justify="right"),
+)
+
+
 def _render(d: dict[str, Any]) -> None:
-    t = Table(title=f"What +{100 * d['uplift']:.0f} % of each resource changes")
-    t.add_column("upgrade")
-    for metric in METRICS:
-        t.add_column(metric.removesuffix("_s").replace("_", " "), justify="right")
-    for row in d["ranking"]:
-        gains = d["upgrades"][row["resource"]]["gain"]
-        t.add_row(row["resource"], *(f"{100 * gains[m]:+.1f}%" for m in METRICS))
-    console.print(t)
+    cols = [Col("upgrade", kind="name")] + [
+        Col(*HEADERS.get(m, (m, "")), kind="num", justify="right") for m in METRICS
+    ]
+    rows = [
+        [
+            row["resource"],
+            *(f"{100 * d['upgrades'][row['resource']]['gain'][m]:+.1f}%" for m in METRICS),
+        ]
+        for row in d["ranking"]
+    ]
+    print_table(f"What +{100 * d['uplift']:.0f} % of each resource changes", cols, rows)
     best = d["ranking"][0]
     if best["gain"] > 0:
-        console.print(
+        prose(
             f"The upgrade that helps this workload most ({d['target']}) is "
             f"[bold]{best['resource']}[/] ({100 * best['gain']:+.1f} %)."
         )
     else:
-        console.print(
-            "No single +{:.0f} % upgrade improves {}.".format(100 * d["uplift"], d["target"])
-        )
-    p = Table(title="Power cap (fraction of TDP)")
-    for col in ("cap", "W", "TTFT", "TPOT", "tokens/s", "J/token"):
-        p.add_column(col, justify="right")
-    for r in d["power_cap"]:
-        p.add_row(
-            f"{100 * r['cap_fraction_of_tdp']:.0f}%",
-            f"{r['cap_w']:.0f}",
-            fmt_s(r["ttft_s"]),
-            fmt_s(r["tpot_s"]),
-            f"{r['output_tokens_per_s']:.0f}",
-            f"{r['joules_per_output_token']:.3f}",
-        )
-    console.print(p)
+        prose(f"No single +{100 * d['uplift']:.0f} % upgrade improves {d['target']}.", markup=False)
+    print_table(
+        "Power cap (fraction of TDP)",
+        POWER_COLUMNS,
+        [
+            [
+                f"{100 * r['cap_fraction_of_tdp']:.0f}%",
+                f"{r['cap_w']:.0f}",
+                fmt_s(r["ttft_s"]),
+                fmt_s(r["tpot_s"]),
+                f"{r['output_tokens_per_s']:.0f}",
+                f"{r['joules_per_output_token']:.3f}",
+            ]
+            for r in d["power_cap"]
+        ],
+    )

@@ -5,7 +5,12 @@ from __future__ import annotations
 from tokenprobe.cost.api import estimate
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s, transfer_time_s
 from tokenprobe.cost.deployment import Deployment, make_deployment
-from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tokenprobe.cost.efficiency import (
+    DEFAULT_EFFICIENCY,
+    MAX_OVERHEAD_S,
+    MAX_ROUTING_SKEW,
+    Efficiency,
+)
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import HostModel
@@ -16,6 +21,8 @@ from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "DEFAULT_POWER",
+    "MAX_OVERHEAD_S",
+    "MAX_ROUTING_SKEW",
     "BatchShape",
     "Deployment",
     "Efficiency",

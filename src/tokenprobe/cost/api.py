@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tokenprobe.cost.deployment import make_deployment
+from tokenprobe.cost.deployment import MAX_GPUS, make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
@@ -15,8 +15,17 @@ from tokenprobe.hardware import GpuSpec, get_host
 from tokenprobe.model import ModelSpec
 
 
+def _check_degree(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+        raise ConfigError(name, value, f"an integer in [1, {MAX_GPUS:,}]")
+
+
 def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> int:
     """The tensor-parallel degree from --num-gpus and/or --tp (num_gpus = tp x pp)."""
+    _check_degree("pp", pp)
+    for name, value in (("num_gpus", num_gpus), ("tp", tp)):
+        if value is not None:
+            _check_degree(name, value)
     if tp is None:
         if num_gpus is None:
             return 1
@@ -26,6 +35,25 @@ def resolve_parallelism(num_gpus: int | None, tp: int | None, pp: int) -> int:
     if num_gpus is not None and num_gpus != tp * pp:
         raise ConfigError("num_gpus", num_gpus, f"must equal tp x pp = {tp * pp}")
     return tp
+
+
+def _check_kinds(
+    model: object, gpu: object, names: dict[str, object], efficiency: object, power: object
+) -> None:
+    """Python callers can pass anything: refuse a wrong kind of value by name, not by traceback
+    (the numbers are checked by the objects they build: Workload, Deployment, EnergyPrices...)."""
+    if not isinstance(model, str | ModelSpec):
+        raise ConfigError("model", model, "a catalog name, HF id, config path or ModelSpec")
+    if not isinstance(gpu, str | GpuSpec):
+        raise ConfigError("gpu", gpu, "a GPU name or GpuSpec")
+    for name, value in names.items():
+        optional = name in ("act_dtype", "kv_dtype")
+        if not (isinstance(value, str) or (optional and value is None)):
+            raise ConfigError(name, value, "a name (a string)")
+    if efficiency is not None and not isinstance(efficiency, dict | Efficiency):
+        raise ConfigError("efficiency", efficiency, "a dict of overrides or an Efficiency")
+    if power is not None and not isinstance(power, PowerModel):
+        raise ConfigError("power", power, "a PowerModel")
 
 
 def estimate(
@@ -62,6 +90,8 @@ def estimate(
     `efficiency` is either overrides of the defaults ({"memory": 0.85}) or a whole Efficiency
     (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
     `power` the profile's PowerModel."""
+    names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
+    _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
     dep = make_deployment(
         model,

@@ -23,9 +23,14 @@ from dataclasses import dataclass, field
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import DEFAULT_POWER, PowerModel
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.hardware import GpuSpec, get_gpu
 from tokenprobe.model import ModelSpec, get_model
 from tokenprobe.precision import DEFAULT_ACTIVATION, Dtype, get_dtype
+
+# GPUs one model replica may span (tp x pp): far above any deployment (DeepSeek-V3's largest
+# published serving layout is 320 GPUs), so only nonsense is refused.
+MAX_GPUS = 1 << 16
 
 # The compute format a matmul falls back to on a GPU without native support for the requested
 # one (e.g. fp8 on A100 runs as W8A16: vLLM's Marlin fp8 kernels dequantize to fp16).
@@ -50,8 +55,10 @@ class Deployment:
 
     def __post_init__(self) -> None:
         _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp)
-        if not self.cpu_offload_bytes >= 0:
-            raise ConfigError("cpu_offload_bytes", self.cpu_offload_bytes, "bytes >= 0")
+        offload = finite("cpu_offload_bytes", self.cpu_offload_bytes, lo=0)
+        object.__setattr__(self, "cpu_offload_bytes", offload)
+        if self.power_limit_w is not None:
+            object.__setattr__(self, "power_limit_w", finite("power_limit_w", self.power_limit_w))
         if self.power_limit_w is not None and not self.power_limit_w > self.gpu.idle_w:
             # a cap at or below idle power leaves nothing to run kernels with (nvidia-smi
             # refuses limits below the board's minimum, which is well above idle)
@@ -123,10 +130,14 @@ class Deployment:
 def _check_parallelism(
     model: ModelSpec, tp: int, pp: int, expert_parallel: bool, attention_dp: bool = False
 ) -> None:
-    if tp < 1:
-        raise ConfigError("tp", tp, "a positive integer")
-    if pp < 1:
-        raise ConfigError("pp", pp, "a positive integer")
+    for name, value in (("tp", tp), ("pp", pp)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+            raise ConfigError(name, value, f"an integer in [1, {MAX_GPUS:,}]")
+    if tp * pp > MAX_GPUS:
+        raise ConfigError("tp x pp", tp * pp, f"at most {MAX_GPUS:,} GPUs per replica")
+    for name, flag in (("expert_parallel", expert_parallel), ("attention_dp", attention_dp)):
+        if not isinstance(flag, bool):
+            raise ConfigError(name, flag, "true or false")
     if attention_dp and not expert_parallel:
         raise ConfigError("attention_dp", True, "needs expert_parallel (vLLM's DP + EP layout)")
     if not attention_dp and model.num_heads % tp:

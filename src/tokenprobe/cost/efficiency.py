@@ -84,13 +84,17 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.units import MICRO, MILLI
 
 UNBOUNDED = frozenset({"routing_skew"})  # parameters that are not fractions (>= 0)
+# upper bounds far beyond any fit (overheads are µs to ms; routing_skew 0.5-1.3), below what
+# breaks the arithmetic (a log-normal σ of 1000 turns the expert popularities into NaN)
+MAX_OVERHEAD_S = 10.0
+MAX_ROUTING_SKEW = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +117,10 @@ class Efficiency:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"efficiency.{f.name}", value, "a finite number >= 0")
+            hi = MAX_OVERHEAD_S if f.name.endswith("_s") else None
+            hi = MAX_ROUTING_SKEW if f.name == "routing_skew" else hi
+            value = finite(f"efficiency.{f.name}", getattr(self, f.name), lo=0, hi=hi)
+            object.__setattr__(self, f.name, value)
             if not f.name.endswith("_s") and f.name not in UNBOUNDED and not 0 < value <= 1:
                 raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.units import JOULES_PER_KWH, MEGA
 
 
@@ -36,6 +37,13 @@ class PowerModel:
     memory_clock_sensitivity: float = 0.3
 
     def __post_init__(self) -> None:
+        for name in ("compute_activity", "memory_activity", "dvfs_exponent"):
+            object.__setattr__(self, name, finite(f"power.{name}", getattr(self, name)))
+        object.__setattr__(
+            self,
+            "memory_clock_sensitivity",
+            finite("power.memory_clock_sensitivity", self.memory_clock_sensitivity),
+        )
         for name in ("compute_activity", "memory_activity"):
             value = getattr(self, name)
             if not 0 <= value <= 2:
@@ -78,6 +86,12 @@ class EnergyPrices:
     gpu_hour_usd: float | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "pue", finite("pue", self.pue))
+        frac = finite("server_overhead_fraction", self.server_overhead_fraction)
+        object.__setattr__(self, "server_overhead_fraction", frac)
+        for name in ("electricity_usd_per_kwh", "gpu_hour_usd"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, finite(name, getattr(self, name)))
         if not 1.0 <= self.pue <= 5.0:
             raise ConfigError("pue", self.pue, "between 1.0 and 5.0")
         if not 0.0 <= self.server_overhead_fraction <= 5.0:

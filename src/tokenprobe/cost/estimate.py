@@ -36,6 +36,11 @@ from tokenprobe.units import MEGA, SECONDS_PER_HOUR
 
 CURVE_POINTS = 17
 MAX_SEARCH_BATCH = 1 << 16
+# Limits on one request shape: far above any real one, so they refuse only nonsense before it
+# reaches the arithmetic (a 10^300-token prompt overflows FLOP counts to inf). The longest
+# context window published is 10M tokens (Llama 4 Scout); a GPU holds thousands of sequences.
+MAX_CONTEXT_TOKENS = 1 << 24  # per request, for input_tokens and output_tokens each
+MAX_BATCH = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,15 @@ class Workload:
     batch: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("input_tokens", "output_tokens", "batch"):
+        limits = {
+            "input_tokens": MAX_CONTEXT_TOKENS,
+            "output_tokens": MAX_CONTEXT_TOKENS,
+            "batch": MAX_BATCH,
+        }
+        for name, hi in limits.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(name, value, "a positive integer")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
+                raise ConfigError(name, value, f"an integer in [1, {hi:,}]")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from typing import Any
 
 from tokenprobe.cost.network import request_bytes, response_bytes
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.units import GIGA, MEGA, MICRO, MILLI
 
 
@@ -54,8 +55,12 @@ class HostModel:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool):
+            if f.name == "tls":
+                if not isinstance(value, bool):
+                    raise ConfigError("host.tls", value, "true or false")
                 continue
+            value = finite(f"host.{f.name}", value)
+            object.__setattr__(self, f.name, value)
             if not value >= 0 or (f.name.endswith("_per_s") and value <= 0):
                 raise ConfigError(f"host.{f.name}", value, "a positive number")
         if self.requests_per_connection < 1:

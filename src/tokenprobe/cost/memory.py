@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.ops import group_coeffs
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.units import GiB
 
 DEFAULT_RUNTIME_BYTES = 1.0 * GiB
@@ -52,6 +53,8 @@ class MemoryBudget:
     rule: str = VLLM_RULE
 
     def __post_init__(self) -> None:
+        for name in ("gpu_memory_utilization", "runtime_bytes"):
+            object.__setattr__(self, name, finite(name, getattr(self, name), lo=0))
         if self.rule not in MEMORY_RULES:
             raise ConfigError("memory rule", self.rule, f"one of {', '.join(MEMORY_RULES)}")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -59,8 +62,9 @@ class MemoryBudget:
                 "gpu_memory_utilization", self.gpu_memory_utilization, "a fraction in (0, 1]"
             )
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, getattr(self, name), "a positive integer")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 30:
+                raise ConfigError(name, value, f"an integer in [1, {1 << 30:,}]")
 
 
 DEFAULT_BUDGET = MemoryBudget()

@@ -23,15 +23,26 @@ TLS_RECORD_OVERHEAD_BYTES = 29
 
 
 def request_bytes(input_tokens: int, model_name: str) -> float:
-    """HTTP request of a chat completion with a prompt of `input_tokens`."""
+    """HTTP request of a chat completion with a prompt of `input_tokens`.
+
+    The prompt is `CHARS_PER_TOKEN` plain ASCII characters per token, which JSON carries one byte
+    each, so the body is the empty-prompt body plus that many bytes: computed in closed form, not
+    by building the prompt (a 10^9-token prompt would be a 4 GB string)."""
+    return (
+        HTTP_REQUEST_HEADERS_BYTES + _empty_body_bytes(model_name) + CHARS_PER_TOKEN * input_tokens
+    )
+
+
+@functools.cache
+def _empty_body_bytes(model_name: str) -> int:
     body = {
         "model": model_name,
-        "messages": [{"role": "user", "content": "x" * (CHARS_PER_TOKEN * input_tokens)}],
+        "messages": [{"role": "user", "content": ""}],
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": 1024,
     }
-    return HTTP_REQUEST_HEADERS_BYTES + len(json.dumps(body).encode())
+    return len(json.dumps(body).encode())
 
 
 @functools.cache

@@ -269,7 +269,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
             2 * tokens * g.qkv_weights,
             g.qkv_weights * wb + tokens * (h + g.qkv_out) * ab,
         )
-        yield _attention(g, shape, ab, kb, h)
+        yield _attention(g, shape, ab, kb)
         yield _term(
             "o_proj", n, 2 * tokens * g.o_weights, g.o_weights * wb + tokens * (g.o_in + h) * ab
         )
@@ -293,7 +293,7 @@ def _minimum(a: Any, b: Any) -> Any:
     return a if a <= b else b
 
 
-def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float, h: int) -> OpTerm:
+def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float) -> OpTerm:
     pairs = shape.prefill_attn_pairs
     ctx = shape.decode_context_tokens
     if g.window:

@@ -13,10 +13,21 @@ Token counts come from the server's `usage` (asked for with `stream_options.incl
 streamed text ("tokenizer"), else one token per text chunk ("chunks").
 
 A failed request is data, never an exception: `error_kind` is "http_<status>", "timeout",
-"connect" (nothing listening), "disconnect" (the connection dropped or the stream stopped
-before its end), "malformed_stream" (not SSE, or data that is not an OpenAI chunk),
-"stream_error" (the server reported an error inside the stream) or "client_error". Every wait is
-bounded by the request's `timeout_s`.
+"connect" (nothing listening), "connection_closed" (the server closed or reset the connection, or
+ended the stream before its end), "malformed_stream" (not SSE, data that is not an OpenAI chunk,
+or a usage/timings number that is NaN, infinite, negative or not a number), "stream_error" (the
+server reported an error inside the stream) or "client_error". Every wait is bounded by the
+request's `timeout_s`. Error texts pass through the run's redaction (no key in a record).
+
+Re-sends (RFC 9112 §9.3.1: a client must not retry a non-idempotent request on its own unless
+it can tell the request was never applied). aiohttp retries only idempotent methods, never
+these POSTs. This client re-sends a request at most once (MAX_RETRIES), and only when it went out
+on a pooled keep-alive connection that turned out closed before any response byte: the server's
+close of an idle connection crossed the send (llama.cpp closes its connection after every
+stream). The re-send goes out on a fresh connection, the record says so (`extra["retries"]`, and
+`client.retried_requests` in the summary), and from then on the client stops reusing
+connections (`keep_alive` False), so the race cannot recur. A connection dropped on a fresh
+connection, or after the response began, is never re-sent: it is "connection_closed".
 """
 
 from __future__ import annotations
@@ -24,28 +35,30 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
 
 import aiohttp
-from yarl import URL
 
+from tokenprobe.loadgen.credentials import Credentials, api_root, credentials, with_path
 from tokenprobe.loadgen.sse import (
+    MAX_LINE_BYTES,
     LineSplitter,
+    MalformedStreamError,
     RequestFailedError,
     StreamState,
     server_figures,
     take_line,
     token_count,
 )
-from tokenprobe.records import RequestRecord
+from tokenprobe.records import RequestRecord, redact
 from tokenprobe.units import MiB, now_s
 
 Endpoint = Literal["completions", "chat"]
 ENDPOINTS: tuple[str, ...] = ("completions", "chat")
 READ_BUFSIZE_BYTES = 4 * MiB  # aiohttp's flow-control window; 64 KiB by default
 ERROR_BODY_BYTES = 600
-STALE_RETRIES = 3
+MAX_RETRIES = 1  # see the module docstring: only a send lost on a pooled connection found closed
 TOKENIZE_TIMEOUT_S = 30.0  # /tokenize calls are set-up and bookkeeping, not measured requests
 KEEPALIVE_S = 4.0  # below the 5 s idle timeout of cpp-httplib (llama.cpp) and uvicorn (vLLM)
 
@@ -54,8 +67,10 @@ KEEPALIVE_S = 4.0  # below the 5 s idle timeout of cpp-httplib (llama.cpp) and u
 class Target:
     """Where and how to send: the server's base URL (…/v1), the model name and the API shape.
 
-    `api_key` is held in memory only (repr hides it; it is never written to a run folder).
-    `ignore_eos` asks the server to generate exactly `max_tokens` (vLLM and llama.cpp honour it).
+    `api_key` is held in memory only (repr hides it; it is never written to a run folder);
+    `base_url` may hold userinfo and key-like query parameters (`loadgen.credentials`): `url` is
+    the shown form, with those masked. `ignore_eos` asks the server to generate
+    exactly `max_tokens` (vLLM and llama.cpp honour it).
     """
 
     base_url: str
@@ -67,15 +82,23 @@ class Target:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def url(self) -> str:
-        path = "/chat/completions" if self.endpoint == "chat" else "/completions"
-        return self.base_url.rstrip("/") + path
+    def credentials(self) -> Credentials:
+        return credentials(self.base_url, self.api_key)
 
     @property
-    def root_url(self) -> str:
-        """The server root (base URL without a trailing /v1), where /tokenize and /health live."""
-        base = self.base_url.rstrip("/")
-        return base[: -len("/v1")] if base.endswith("/v1") else base
+    def path(self) -> str:
+        return "/chat/completions" if self.endpoint == "chat" else "/completions"
+
+    @property
+    def url(self) -> str:
+        """The completions URL as shown (no userinfo, key-like values masked)."""
+        shown = self.credentials.shown_url
+        base, sep, query = shown.partition("?")
+        return base.rstrip("/") + self.path + sep + query
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return self.credentials.secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,26 +137,50 @@ class StreamClient:
     flight).
     """
 
-    def __init__(self, target: Target, t0_s: float, max_connections: int = 0) -> None:
+    def __init__(
+        self,
+        target: Target,
+        t0_s: float,
+        max_connections: int = 0,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
         self.target = target
+        self.max_line_bytes = max_line_bytes
         self.t0_s = t0_s
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None  # a new connection per request
+        creds = target.credentials
+        self.secrets = creds.secrets
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if target.api_key:
-            self._headers["Authorization"] = f"Bearer {target.api_key}"
+        if creds.authorization:
+            self._headers["Authorization"] = creds.authorization
         self._tokenize_works: bool | None = None
         self._timeout = aiohttp.ClientTimeout(total=target.timeout_s)
-        self._url = URL(target.url)  # parsed once, not once per request
+        self._url = with_path(creds.request_url, target.path)  # parsed once, not per request
+        self._tokenize_url = with_path(api_root(creds.request_url), "/tokenize")
+        self.keep_alive = True  # False once the server was seen closing pooled connections
+        self.connections_opened = 0
 
     async def __aenter__(self) -> StreamClient:
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_on_reuse)
+        trace.on_connection_create_end.append(self._on_create)
         connector = aiohttp.TCPConnector(
             limit=self._max_connections, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_S
         )
-        self._session = aiohttp.ClientSession(
-            connector=connector, read_bufsize=READ_BUFSIZE_BYTES, auto_decompress=False
-        )
+        fresh = aiohttp.TCPConnector(limit=self._max_connections, force_close=True)
+        options: dict[str, Any] = {
+            "read_bufsize": READ_BUFSIZE_BYTES,
+            "auto_decompress": False,
+            "trace_configs": [trace],
+        }
+        self._session = aiohttp.ClientSession(connector=connector, **options)
+        self._fresh = aiohttp.ClientSession(connector=fresh, **options)
         return self
+
+    async def _on_create(self, *_: object) -> None:
+        self.connections_opened += 1
 
     async def __aexit__(
         self,
@@ -141,15 +188,28 @@ class StreamClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+        self._session = self._fresh = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
+        """The session for the next send: pooled while the server keeps connections alive."""
+        session = self._session if self.keep_alive else self._fresh
+        if session is None:
             raise RuntimeError("StreamClient used outside `async with`")
-        return self._session
+        return session
+
+    @property
+    def fresh_session(self) -> aiohttp.ClientSession:
+        if self._fresh is None:
+            raise RuntimeError("StreamClient used outside `async with`")
+        return self._fresh
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret of the target replaced by "***"."""
+        return str(redact(text, self.secrets))
 
     async def send(
         self, spec: RequestSpec, scheduled_s: float, timeout_s: float | None = None
@@ -157,51 +217,55 @@ class StreamClient:
         """Send one request now; `scheduled_s` (run-relative) is when it should have been sent.
 
         `timeout_s` overrides the target's for this request (the preflight uses a longer one).
-
-        A pooled keep-alive connection that the server already closed fails before any response
-        (llama.cpp closes after each stream, with a race against reuse); such a request never
-        reached the server, so it is sent again on a fresh connection, at most
-        `STALE_RETRIES` times, and `sent_s` is the time of the send that counted.
+        A re-send happens only as the module docstring says; `sent_s` is then the time of the
+        send that counted and `extra["retries"]` is 1.
         """
         payload = json.dumps(request_body(self.target, spec)).encode()
         limit_s = self.target.timeout_s if timeout_s is None else timeout_s
         timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=limit_s)
-        for attempt in range(STALE_RETRIES + 1):
-            stream = StreamState(stale_retries=attempt)
+        stream = StreamState()
+        while True:
             sent_abs_s = now_s()
+            session = self.session if not stream.retries else self.fresh_session
             try:
-                await self._stream(payload, timeout, stream)
+                await self._stream(session, payload, timeout, stream)
             except RequestFailedError as exc:
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, exc.kind, exc.message)
             except Exception as exc:  # every failure is data, never a crashed run
-                if attempt < STALE_RETRIES and _stale_connection(exc, stream):
+                if stream.retries < MAX_RETRIES and _lost_on_pooled_connection(exc, stream):
+                    self.keep_alive = False
+                    stream = StreamState(retries=stream.retries + 1)
                     continue
                 kind, message = classify_exception(exc, limit_s)
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, kind, message)
             return await self._succeeded(spec, scheduled_s, sent_abs_s, stream)
-        raise AssertionError("unreachable: the last attempt always returns")
 
     async def _stream(
-        self, payload: bytes, timeout: aiohttp.ClientTimeout, st: StreamState
+        self,
+        session: aiohttp.ClientSession,
+        payload: bytes,
+        timeout: aiohttp.ClientTimeout,
+        st: StreamState,
     ) -> None:
-        async with self.session.post(
-            self._url, data=payload, headers=self._headers, timeout=timeout
+        async with session.post(
+            self._url, data=payload, headers=self._headers, timeout=timeout, trace_request_ctx=st
         ) as resp:
             st.got_response = True
             if resp.status != 200:
-                body = await resp.content.read(ERROR_BODY_BYTES)
-                text = body.decode("utf-8", "replace").strip()
-                raise RequestFailedError(f"http_{resp.status}", f"HTTP {resp.status}: {text}")
+                raise RequestFailedError(f"http_{resp.status}", await _error_text(resp))
             content_type = resp.headers.get("Content-Type", "?")
-            splitter = LineSplitter()
-            async for data in resp.content.iter_any():
-                if st.done:
-                    continue  # drain the chunked-encoding end, so the connection is reusable
-                t = now_s()
-                for line in splitter.feed(data):
-                    if take_line(line, t, st, content_type):
-                        st.end_s = t
-                        break
+            splitter = LineSplitter(self.max_line_bytes)
+            try:
+                async for data in resp.content.iter_any():
+                    if st.done:
+                        continue  # drain the chunked-encoding end, so the connection is reusable
+                    t = now_s()
+                    for line in splitter.feed(data):
+                        if take_line(line, t, st, content_type):
+                            st.end_s = t
+                            break
+            except MalformedStreamError as exc:  # a line past LineSplitter's bound
+                raise RequestFailedError("malformed_stream", str(exc)) from None
             if st.done:
                 return
             st.end_s = now_s()
@@ -209,7 +273,8 @@ class StreamClient:
                 take_line(splitter.pending, st.end_s, st, content_type)
             if st.finish_reason is None and not st.done:
                 raise RequestFailedError(
-                    "disconnect", "stream ended before [DONE] or a finish_reason"
+                    "connection_closed",
+                    "the server ended the stream before [DONE] or a finish_reason",
                 )
 
     def _base(
@@ -223,7 +288,7 @@ class StreamClient:
             "sent_s": sent_abs_s - t0,
             "first_token_s": times[0] if times else None,
             "token_times_s": times,
-            "extra": server_figures(st),
+            "extra": redact(server_figures(st), self.secrets),  # finish_reason is server text
         }
 
     def _failed(
@@ -242,7 +307,7 @@ class StreamClient:
             input_tokens=spec.input_tokens or 0,
             output_tokens=len(st.chunk_times_s),
             error_kind=kind,
-            error_message=message[:1000],
+            error_message=self.redact(message)[:1000],
             token_count_source="chunks",
         )
 
@@ -293,34 +358,60 @@ class StreamClient:
         return None if tokens is None else len(tokens)
 
     async def _tokenize(self, body: dict[str, Any]) -> list[Any] | None:
-        """POST /tokenize; None when the server has none or it fails (retried on a stale socket)."""
+        """POST /tokenize (bookkeeping, not a measured request); None when the server has none
+        or it fails. Re-sent once, on a fresh connection, after a pooled one found closed."""
         timeout = aiohttp.ClientTimeout(total=TOKENIZE_TIMEOUT_S)
-        url = self.target.root_url + "/tokenize"
         payload = json.dumps(body).encode()
         doc: object = None
-        for attempt in range(STALE_RETRIES + 1):
+        for attempt in range(MAX_RETRIES + 1):
+            st = StreamState()
+            session = self.session if attempt == 0 else self.fresh_session
             try:
-                async with self.session.post(
-                    url, data=payload, headers=self._headers, timeout=timeout
+                async with session.post(
+                    self._tokenize_url,
+                    data=payload,
+                    headers=self._headers,
+                    timeout=timeout,
+                    trace_request_ctx=st,
                 ) as resp:
+                    st.got_response = True
                     if resp.status != 200:
                         return None
                     doc = await resp.json(content_type=None)
                     break
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                if attempt == STALE_RETRIES or isinstance(exc, aiohttp.ClientConnectorError):
+            except Exception as exc:  # a failed count is a fallback, never a crash
+                if attempt == MAX_RETRIES or not _lost_on_pooled_connection(exc, st):
                     return None
-            except (aiohttp.ClientError, TimeoutError, ValueError):
-                return None
+                self.keep_alive = False
         tokens = doc.get("tokens") if isinstance(doc, dict) else None
         return tokens if isinstance(tokens, list) else None
 
 
-def _stale_connection(exc: Exception, st: StreamState) -> bool:
-    """A reused connection found closed before any response: the server never saw the request."""
-    if st.got_response or isinstance(exc, aiohttp.ClientConnectorError):
+async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
+    """aiohttp trace hook: the request went out on a pooled connection."""
+    state = ctx.trace_request_ctx
+    if isinstance(state, StreamState):
+        state.reused_connection = True
+
+
+def _lost_on_pooled_connection(exc: Exception, st: StreamState) -> bool:
+    """A pooled connection found closed before any response byte (the idle-close race)."""
+    if not st.reused_connection or st.got_response:
+        return False
+    if isinstance(exc, aiohttp.ClientConnectorError):
         return False
     return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+
+
+async def _error_text(resp: aiohttp.ClientResponse) -> str:
+    """ "HTTP <status>: <first bytes of the body>", whitespace collapsed (an HTML error page
+    reads as one line); a body that does not come is said so, not waited for past the timeout."""
+    try:
+        body = await resp.content.read(ERROR_BODY_BYTES)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return f"HTTP {resp.status} (body unreadable: {type(exc).__name__})"
+    text = " ".join(body.decode("utf-8", "replace").split())
+    return f"HTTP {resp.status}: {text}" if text else f"HTTP {resp.status} (empty body)"
 
 
 def classify_exception(exc: Exception, timeout_s: float) -> tuple[str, str]:
@@ -336,7 +427,7 @@ def classify_exception(exc: Exception, timeout_s: float) -> tuple[str, str]:
         | aiohttp.ClientOSError
         | ConnectionError,
     ):
-        return "disconnect", f"connection dropped: {type(exc).__name__}: {exc}"
+        return "connection_closed", f"connection closed: {type(exc).__name__}: {exc}"
     if isinstance(exc, aiohttp.ClientError):
         return "client_error", f"{type(exc).__name__}: {exc}"
     return "client_error", f"unexpected {type(exc).__name__}: {exc}"

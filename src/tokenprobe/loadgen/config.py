@@ -4,8 +4,10 @@ Exactly one load mode: `concurrency` (closed loop: C requests in flight, the nex
 ends) or `rate_per_s` (open loop: arrivals with gamma-distributed gaps of mean 1/rate; shape
 `burstiness` = 1 is Poisson, < 1 burstier, > 1 more regular; vLLM's `--burstiness`). Exactly one
 stop rule: `num_requests` or `duration_s`. Prompts: synthetic ones of exactly `input_tokens`
-tokens, or a JSONL `dataset`. The API key is read at run time from the environment variable
-named by `api_key_env`; only that name is ever written. `seed` None draws a fresh one per run
+tokens, or a JSONL `dataset`. The API key is `api_key` (held in memory, never written) or read at
+run time from the environment variable named by `api_key_env` (only that name is written); a
+key in the URL's userinfo or query works too (`loadgen.credentials`), and `to_dict` writes the
+URL with it masked. `seed` None draws a fresh one per run
 (recorded in the run's config), so a rerun does not hit the server's prefix cache with the
 same prompts; give it to replay a schedule and prompts exactly.
 """
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.loadgen.client import ENDPOINTS, Endpoint
+from tokenprobe.loadgen.credentials import credentials, parse_url
 
 DEFAULT_OUTPUT_TOKENS = 128
 
@@ -47,9 +50,10 @@ class BenchConfig:
     seed: int | None = None
     ignore_eos: bool = True
     verify_input_tokens: bool = True
+    api_key_value: str | None = field(default=None, repr=False)  # --api-key; never written
 
     def __post_init__(self) -> None:
-        _check_url(self.url)
+        parse_url(self.url)
         if not self.model:
             raise ConfigError("model", self.model, "the served model name is required")
         _check_mode(self)
@@ -63,13 +67,20 @@ class BenchConfig:
             _positive_int("seed", self.seed, allow_zero=True)
         if self.api_key_env is not None and not self.api_key_env:
             raise ConfigError("api_key_env", self.api_key_env, "the name of an env variable")
+        if self.api_key_value is not None and self.api_key_env is not None:
+            raise ConfigError("api_key", "***", "give --api-key or --api-key-env, not both")
+        if self.api_key_value is not None and not self.api_key_value.strip():
+            raise ConfigError("api_key", "", "an empty key")
+        credentials(self.url, self.api_key_value)  # a key given twice is refused here
 
     @property
     def max_output_tokens(self) -> int:
         return self.output_tokens if self.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
 
     def api_key(self) -> str | None:
-        """The API key from the environment (never stored in the config or on disk)."""
+        """The API key, given or from the environment (never stored in the config or on disk)."""
+        if self.api_key_value is not None:
+            return self.api_key_value
         if self.api_key_env is None:
             return None
         value = os.environ.get(self.api_key_env)
@@ -77,14 +88,17 @@ class BenchConfig:
             raise ConfigError("api_key_env", self.api_key_env, "that variable is unset or empty")
         return value
 
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret of this run (the key, the URL's userinfo and key-like query values)."""
+        return credentials(self.url, self.api_key()).secrets
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready settings for the run folder (holds the key's variable name, not the key)."""
-        return asdict(self)
-
-
-def _check_url(url: str) -> None:
-    if not url.startswith(("http://", "https://")) or len(url) < len("http://x"):
-        raise ConfigError("url", url, "an http(s) URL of the API, e.g. http://127.0.0.1:8000/v1")
+        """JSON-ready settings for the run folder: the URL masked, the key's variable name but
+        never the key."""
+        doc = asdict(self)
+        del doc["api_key_value"]
+        doc["url"] = credentials(self.url, None).shown_url
+        return doc
 
 
 def _check_mode(cfg: BenchConfig) -> None:

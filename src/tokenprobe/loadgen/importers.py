@@ -12,30 +12,26 @@ GuideLLM (`guidellm benchmark ... --outputs benchmarks.json`): `benchmarks[i].re
 targeted_start, request_start, first_token_iteration, last_token_iteration, request_end) and
 `prompt_tokens` / `output_tokens`. GuideLLM keeps no per-token times, so token_times_s is empty
 (ITL unknown; TTFT, TPOT, E2E known). One Run per benchmark in the file.
+
+The file is read by `tokenprobe.files` and every number in it goes through `files.finite`: any
+document, however malformed (wrong types, NaN, 1e999, negative times or counts), gives Runs or
+one SchemaError naming the file and the place, never another exception.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import finite, read_json
 from tokenprobe.records import RequestRecord, Run
 
 FORMATS: tuple[str, ...] = ("vllm", "guidellm")
 VLLM_LISTS: tuple[str, ...] = ("input_lens", "output_lens", "ttfts", "itls")
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError("path", str(path), f"cannot be read: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaError(str(path), f"not valid JSON: {exc}") from None
+MAX_COUNT = 2**53
 
 
 def import_runs(path: str | Path, source: str) -> list[Run]:
@@ -61,20 +57,21 @@ def import_vllm(doc: Mapping[str, Any], where: str = "vllm result") -> Run:
     lists = [doc[k] for k in VLLM_LISTS]
     if any(len(x) != n for x in (*lists, errors, starts)):
         raise SchemaError(where, "per-request lists have different lengths")
+    starts = [_num(x, where, f"start_times[{i}]") for i, x in enumerate(starts)]
     t0 = min(starts, default=0.0)
     ins, outs, ttfts, itls = lists
     records = [
         _vllm_record(i, starts[i] - t0, ins[i], outs[i], ttfts[i], itls[i], errors[i], where)
         for i in range(n)
     ]
-    config = {k: doc.get(k) for k in ("model_id", "backend", "request_rate", "burstiness")}
-    config.update(source="vllm bench serve", max_concurrency=doc.get("max_concurrency"))
-    duration = doc.get("duration")
+    keys = ("model_id", "backend", "request_rate", "burstiness", "max_concurrency")
+    config: dict[str, Any] = {k: _scalar(doc.get(k)) for k in keys}
+    config["source"] = "vllm bench serve"
     return Run(
         kind="imported",
         config=config,
         records=records,
-        duration_s=float(duration) if isinstance(duration, int | float) else None,
+        duration_s=_optional_num(doc.get("duration"), where, "duration"),
     )
 
 
@@ -97,10 +94,14 @@ def _vllm_record(
     error: Any,
     where: str,
 ) -> RequestRecord:
-    if not isinstance(itl, list) or not all(_number(x) for x in (start_s, ttft, *itl)):
-        raise SchemaError(where, f"request {i}: ttfts/itls/start_times must be numbers")
+    if not isinstance(itl, list):
+        raise SchemaError(where, f"request {i}: itls[{i}] must be a list of numbers")
+    ttft = _num(ttft, where, f"ttfts[{i}]")
+    gaps = [_num(x, where, f"itls[{i}]") for x in itl]
     ok = not error and ttft > 0
-    times = [start_s + ttft + gap for gap in accumulate(itl, initial=0.0)] if ok else []
+    times = [start_s + ttft + gap for gap in accumulate(gaps, initial=0.0)] if ok else []
+    if times and not all(map(_is_finite, times)):
+        raise SchemaError(where, f"request {i}: its token times overflow")
     return RequestRecord(
         request_id=str(i),
         scheduled_s=start_s,
@@ -128,23 +129,43 @@ def _guidellm_run(bench: Any, where: str) -> Run:
     groups = bench.get("requests") if isinstance(bench, dict) else None
     if not isinstance(groups, dict):
         raise SchemaError(where, "no 'requests' object")
-    tagged = [
-        (req, status)
-        for status in ("successful", "incomplete", "errored")
-        for req in groups.get(status) or []
-    ]
+    tagged = [(req, status) for status in STATUSES for req in _group(groups, status, where)]
     timings = [_timings(req, where) for req, _ in tagged]
-    starts = [_as_float(t.get("request_start") or t.get("targeted_start")) for t in timings]
+    starts = [_start(t, where) for t in timings]
     t0 = min((s for s in starts if s is not None), default=0.0)
     records = [
         _guidellm_record(req, t, status, t0, where)
         for (req, status), t in zip(tagged, timings, strict=True)
     ]
-    config = {"source": "guidellm", "benchmark_id": bench.get("id") or bench.get("run_id")}
-    duration = _as_float(bench.get("duration"))
+    assert isinstance(bench, dict)
+    benchmark_id = bench.get("id") or bench.get("run_id")
+    config = {"source": "guidellm", "benchmark_id": _scalar(benchmark_id or None)}
+    duration = _optional_num(bench.get("duration"), where, "duration")
     return Run(
         kind="imported", config=config, wall_start_s=t0, records=records, duration_s=duration
     )
+
+
+STATUSES: tuple[str, ...] = ("successful", "incomplete", "errored")
+
+
+def _group(groups: Mapping[str, Any], status: str, where: str) -> list[Any]:
+    value = groups.get(status)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SchemaError(where, f"requests.{status} should be a list")
+    return value
+
+
+def _time(timings: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A Unix time of info.timings (None when absent or null; 0 is GuideLLM's "not set")."""
+    value = _optional_num(timings.get(key), where, f"info.timings.{key}")
+    return value or None
+
+
+def _start(timings: Mapping[str, Any], where: str) -> float | None:
+    return _time(timings, "request_start", where) or _time(timings, "targeted_start", where)
 
 
 def _timings(req: Any, where: str) -> dict[str, Any]:
@@ -159,7 +180,7 @@ def _guidellm_record(
     req: dict[str, Any], t: dict[str, Any], status: str, t0: float, where: str
 ) -> RequestRecord:
     def rel(key: str) -> float | None:
-        value = _as_float(t.get(key))
+        value = _time(t, key, where)
         return None if value is None else value - t0
 
     sent = rel("request_start") if rel("request_start") is not None else rel("targeted_start")
@@ -167,9 +188,9 @@ def _guidellm_record(
         raise SchemaError(where, f"request {req.get('request_id')}: no request_start time")
     scheduled = rel("targeted_start")
     ok = status == "successful"
-    error = (req.get("info") or {}).get("error")
+    error = req["info"].get("error")  # info is an object: _timings checked it
     return RequestRecord(
-        request_id=str(req.get("request_id", "")),
+        request_id=str(req.get("request_id", ""))[:200],
         scheduled_s=scheduled if scheduled is not None else sent,
         sent_s=sent,
         first_token_s=rel("first_token_iteration"),
@@ -182,15 +203,34 @@ def _guidellm_record(
     )
 
 
-def _as_float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _num(value: object, where: str, name: str) -> float:
+    """A finite number of the file (NaN, 1e999, strings, booleans refused as SchemaError)."""
+    if isinstance(value, str):
+        raise SchemaError(where, f"{name}={value!r:.80}: a number, not a string")
+    try:
+        return finite(name, value)
+    except ConfigError as exc:
+        raise SchemaError(where, f"{name}={value!r:.80}: {exc.allowed}") from None
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _optional_num(value: object, where: str, name: str) -> float | None:
+    return None if value is None else _num(value, where, name)
+
+
+def _scalar(value: object) -> str | int | float | bool | None:
+    """A config value as JSON can hold it (vLLM writes an infinite rate as "inf")."""
+    if value is None or isinstance(value, str | bool | int):
+        return value if not isinstance(value, str) else value[:200]
+    if isinstance(value, float) and _is_finite(value):
+        return value
+    return str(value)[:200]
+
+
+def _is_finite(x: float) -> bool:
+    return x - x == 0.0
 
 
 def _count(value: Any, where: str, i: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SchemaError(where, f"request {i}: token count {value!r} is not a count")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise SchemaError(where, f"request {i}: token count {value!r:.80} is not a count")
     return value

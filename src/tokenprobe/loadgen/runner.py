@@ -10,7 +10,12 @@ Order of a run (`run_bench_async`):
    next request when its last one ends) or open loop (send at the arrival times, without waiting
    for answers; `max_concurrency` optionally caps requests in flight, as vLLM's flag does);
    each finished request is appended and flushed to records.jsonl as it arrives, so a killed
-   run keeps every finished request; Ctrl-C (cancellation) still writes summary.json.
+   run keeps every finished request; Ctrl-C (cancellation) still writes summary.json. A write
+   that fails (disk full) stops the run with RunFolderWriteError (exit 1): the lines written
+   before it are kept, requests in flight are abandoned.
+
+Every secret of the run (`BenchConfig.secrets`) is written as "***" (the writer redacts), and
+the config holds the URL with its credentials masked.
 
 Send lag = sent_s - scheduled_s: how late the client sent each request (event-loop and
 connection overhead; in open loop with `max_concurrency`, also the wait for a free slot).
@@ -37,7 +42,7 @@ from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset, synthetic_prompts
 from tokenprobe.metrics import latency_stats, summarize
-from tokenprobe.records import RequestRecord, Run, RunWriter
+from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
 from tokenprobe.units import now_s, wall_s
 
 _T = TypeVar("_T")
@@ -52,10 +57,13 @@ SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is
 
 
 def run_bench(
-    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+    config: BenchConfig,
+    on_record: OnRecord | None = None,
+    on_start: OnStart | None = None,
+    hide: Sequence[str] = (),
 ) -> Run:
     """Run one measurement (blocking); see `run_bench_async`."""
-    return run_blocking(run_bench_async(config, on_record, on_start))
+    return run_blocking(run_bench_async(config, on_record, on_start, hide))
 
 
 def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -70,9 +78,15 @@ def run_blocking(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 async def run_bench_async(
-    config: BenchConfig, on_record: OnRecord | None = None, on_start: OnStart | None = None
+    config: BenchConfig,
+    on_record: OnRecord | None = None,
+    on_start: OnStart | None = None,
+    hide: Sequence[str] = (),
 ) -> Run:
-    """Measure the server of `config`; the Run's records are the measured requests only."""
+    """Measure the server of `config`; the Run's records are the measured requests only.
+
+    `hide`: secrets to redact in the run folder besides the config's own (the caller's, e.g. the
+    credentials of a separate /metrics URL)."""
     target = Target(
         base_url=config.url,
         model=config.model,
@@ -95,7 +109,9 @@ async def run_bench_async(
             "input_tokens_verified": verified,
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
+            "keep_alive": client.keep_alive,
         }
+        client.secrets = (*client.secrets, *hide)
         return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
@@ -103,13 +119,20 @@ async def preflight(client: StreamClient) -> None:
     """One tiny request; raise ServerError saying why when the server cannot be measured.
 
     Its timeout is at least PREFLIGHT_TIMEOUT_S: it checks that the server answers at all, so a
-    deliberately tiny timeout_s (to count timeouts) still lets the run start.
+    deliberately tiny timeout_s (to count timeouts) still lets the run start. A second tiny
+    request follows on the same connection: when it needed a new one (or found the pooled one
+    closed), the server does not keep connections alive after a stream, and the run then opens
+    a fresh connection per request instead of racing the server's close (see `loadgen.client`).
     """
     timeout_s = max(client.target.timeout_s, PREFLIGHT_TIMEOUT_S)
-    record = await client.send(RequestSpec("preflight", "Hello", 1), 0.0, timeout_s=timeout_s)
-    if record.ok:
-        return
-    raise ServerError(_preflight_message(client.target, record))
+    spec = RequestSpec("preflight", "Hello", 1)
+    record = await client.send(spec, 0.0, timeout_s=timeout_s)
+    if not record.ok:
+        raise ServerError(_preflight_message(client.target, record))
+    opened = client.connections_opened
+    again = await client.send(spec, 0.0, timeout_s=timeout_s)
+    if again.ok and client.connections_opened > opened:
+        client.keep_alive = False
 
 
 def _preflight_message(target: Target, record: RequestRecord) -> str:
@@ -122,7 +145,8 @@ def _preflight_message(target: Target, record: RequestRecord) -> str:
     if kind == "http_404":
         return f"{url} answered 404 (is --url the API root, ending in /v1, and --model right?)"
     if kind in ("http_401", "http_403"):
-        return f"{url} refused the request ({kind}); pass the key with --api-key-env VAR"
+        hint = "pass the key with --api-key-env VAR or --api-key"
+        return f"{url} refused the request ({kind}): {detail}; {hint}"
     if kind == "malformed_stream":
         return f"{url} is not an OpenAI-compatible streaming endpoint: {detail}"
     return f"the first request to {url} failed ({kind}): {detail}"
@@ -140,7 +164,7 @@ async def _prompt_pool(
     return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize)
 
 
-async def _no_tokenizer(text: str) -> int | None:
+async def _no_tokenizer(_text: str) -> int | None:
     return None
 
 
@@ -195,7 +219,11 @@ async def _measure(
 ) -> Run:
     client.t0_s = now_s()
     run = Run(kind="measured", config=run_config, wall_start_s=wall_s())
-    writer = RunWriter(config.out, "measured", run_config, run.wall_start_s) if config.out else None
+    writer = (
+        RunWriter(config.out, "measured", run_config, run.wall_start_s, client.secrets)
+        if config.out
+        else None
+    )
 
     def emit(record: RequestRecord) -> None:
         run.records.append(record)
@@ -211,17 +239,42 @@ async def _measure(
         def spec(i: int) -> RequestSpec:
             return _spec(config, pool, i, "")
 
-        if config.concurrency is not None:
-            await _closed_loop(
-                client, spec, config.concurrency, config.num_requests, config.duration_s, emit
-            )
-        else:
-            await _open_loop(config, client, spec, emit)
+        try:
+            if config.concurrency is not None:
+                await _closed_loop(
+                    client, spec, config.concurrency, config.num_requests, config.duration_s, emit
+                )
+            else:
+                await _open_loop(config, client, spec, emit)
+        except* RunFolderWriteError as group:
+            raise _first(group) from None
     finally:
         run.duration_s = now_s() - client.t0_s
         if writer is not None:
-            writer.close(bench_summary(run))
+            _close(writer, run)
     return run
+
+
+def _first(group: BaseExceptionGroup[RunFolderWriteError]) -> RunFolderWriteError:
+    """The write failure that stopped the loop (out of the TaskGroup's exception group)."""
+    for exc in group.exceptions:
+        if isinstance(exc, RunFolderWriteError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            return _first(exc)
+    raise AssertionError("except* gave a group without its exception")
+
+
+def _close(writer: RunWriter, run: Run) -> None:
+    """Close the writer with the summary; after a failed write, the summary is not tried (the
+    disk that refused a record would refuse it too) and the failure is raised."""
+    if writer.failure is not None:
+        writer.close()
+        raise RunFolderWriteError(
+            f"{writer.failure}; the run stopped there; the {writer.records_written} records "
+            f"written before it are kept in {writer.directory}"
+        )
+    writer.close(bench_summary(run))
 
 
 async def _closed_loop(
@@ -301,6 +354,9 @@ def client_figures(run: Run) -> dict[str, Any]:
             sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
     return {
         "send_lag_s": {**latency_stats(lags), "max": max(lags) if lags else None},
+        # re-sent once after a pooled connection was found closed (loadgen.client docstring)
+        "retried_requests": sum(1 for r in run.records if r.extra.get("retries")),
+        "keep_alive": run.config.get("keep_alive"),
         "token_count_source": dict(sorted(sources.items())),
         "input_tokens_verified": run.config.get("input_tokens_verified"),
         "warmup_errors": run.config.get("warmup_errors"),

@@ -8,8 +8,15 @@ LF or CRLF; `data: <payload>` lines carry the JSON chunks; lines starting with `
 (keep-alive pings); a blank line ends an event; `data: [DONE]` ends an OpenAI stream. llama.cpp
 sends `error: {...}` lines for errors inside a stream; vLLM sends `data: {"error": {...}}`.
 
-`LineSplitter` buffers partial lines across reads with no length limit, so one huge chunk is never
-cut or refused (a client that reads with `readline()` into a small buffer fails on those).
+`LineSplitter` buffers partial lines across reads up to MAX_LINE_BYTES (64 MiB, far above any real
+chunk: an 8 MB chunk is read whole, where a client that reads with `readline()` into a small
+buffer fails), so a server that streams one endless line is a malformed stream, not an
+exhausted memory.
+
+Every number the client keeps from a chunk (`usage` token counts, llama.cpp's `timings`) is
+checked where it enters (`check_usage`, `check_timings`, through `tokenprobe.files.finite`): NaN,
+±inf (JSON's `NaN`/`Infinity`, or `1e999`), a string, a negative or a null there makes the
+request a `malformed_stream` failure naming the field, never a crashed run or a NaN in a record.
 """
 
 from __future__ import annotations
@@ -18,9 +25,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from tokenprobe.units import MILLI
+from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
+from tokenprobe.units import MILLI, MiB
 
 DONE = b"[DONE]"
+MAX_LINE_BYTES = 64 * MiB
+MAX_TOKEN_COUNT = 2**53  # a count above this is not one a float (or a server) holds exactly
 
 
 class MalformedStreamError(Exception):
@@ -32,24 +43,49 @@ class ServerStreamError(Exception):
 
 
 class LineSplitter:
-    """Split a byte stream into lines (LF or CRLF), carrying partial lines across feeds."""
+    """Split a byte stream into lines (LF or CRLF), carrying partial lines across feeds.
 
-    __slots__ = ("_rest",)
+    A partial line is kept as a list of pieces (joined once its end arrives), so a long line fed
+    in many small reads costs linear, not quadratic, copying; past `max_line_bytes` it raises
+    MalformedStreamError.
+    """
 
-    def __init__(self) -> None:
-        self._rest = b""
+    __slots__ = ("_parts", "_size", "max_line_bytes")
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.max_line_bytes = max_line_bytes
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Complete lines in `self._rest + data`, without their line ends."""
-        buf = self._rest + data if self._rest else data
-        lines = buf.split(b"\n")
-        self._rest = lines.pop()
+        """Complete lines in the pending bytes + `data`, without their line ends."""
+        if b"\n" not in data:
+            self._keep(data)
+            return []
+        if self._parts:
+            data = b"".join(self._parts) + data
+            self._parts, self._size = [], 0
+        lines = data.split(b"\n")
+        self._keep(lines.pop())
         return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+    def _keep(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self._parts.append(piece)
+        self._size += len(piece)
+        if self._size > self.max_line_bytes:
+            size = self._size
+            self._parts, self._size = [], 0
+            raise MalformedStreamError(
+                f"a line of over {size:,} bytes without a line end (at most "
+                f"{self.max_line_bytes:,} are read)"
+            )
 
     @property
     def pending(self) -> bytes:
         """Bytes of an unfinished last line (non-empty at end of stream = truncated)."""
-        return self._rest
+        return b"".join(self._parts)
 
 
 @dataclass(slots=True)
@@ -89,7 +125,9 @@ def parse_chunk(payload: bytes) -> Chunk:
     return Chunk(*chunk_fields(payload))
 
 
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner, without decode()'s two regex passes
+# the C scanner, without decode()'s two regex passes; it takes NaN/Infinity (not JSON), which
+# check_usage/check_timings then refuse by name where they matter
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _Fields = tuple[str, str | None, dict[str, Any] | None, dict[str, Any] | None]
 
 
@@ -102,7 +140,7 @@ def chunk_fields(payload: bytes) -> _Fields:
     try:
         text = payload.decode()
         obj, end = _scan_once(text, 0)
-    except (StopIteration, ValueError, UnicodeDecodeError):
+    except (StopIteration, ValueError, UnicodeDecodeError, RecursionError):
         raise MalformedStreamError(f"data is not JSON: {_preview(payload)}") from None
     if end != len(text) and text[end:].strip():
         raise MalformedStreamError(f"data has more than one JSON value: {_preview(payload)}")
@@ -112,8 +150,10 @@ def chunk_fields(payload: bytes) -> _Fields:
     if type(choices) is not list or "error" in obj:
         _odd_chunk(obj, payload)
     usage, timings = obj.get("usage"), obj.get("timings")
-    usage = usage if type(usage) is dict else None
-    timings = timings if type(timings) is dict else None
+    if usage is not None:
+        check_usage(usage)
+    if timings is not None:
+        check_timings(timings)
     if not choices:
         return "", None, usage, timings
     choice = choices[0]
@@ -123,6 +163,52 @@ def chunk_fields(payload: bytes) -> _Fields:
             return piece, (finish if type(finish) is str else None), usage, timings
     piece, finish = _choice_text(choice)
     return piece, finish, usage, timings
+
+
+USAGE_COUNTS: tuple[str, ...] = ("prompt_tokens", "completion_tokens", "total_tokens")
+TIMINGS_MS: tuple[str, ...] = ("prompt_ms", "predicted_ms")
+TIMINGS_COUNTS: tuple[str, ...] = ("prompt_n", "predicted_n", "cache_n")
+
+
+def check_usage(usage: object) -> None:
+    """An OpenAI `usage` object: its token counts, when present, are counts (ints >= 0).
+
+    `"usage": null` (sent on every chunk but the last with include_usage) is checked by the
+    caller; here null is refused only for a count that is present.
+    """
+    if type(usage) is not dict:
+        raise MalformedStreamError(f"usage is not an object: {usage!r:.200}")
+    for key in USAGE_COUNTS:
+        if key in usage:
+            _count(f"usage.{key}", usage[key])
+
+
+def check_timings(timings: object) -> None:
+    """llama.cpp's `timings` object: its durations (ms) and counts, when present, are finite
+    and >= 0 (tools/server/server.cpp, `result_timings::to_json`)."""
+    if type(timings) is not dict:
+        raise MalformedStreamError(f"timings is not an object: {timings!r:.200}")
+    for key in TIMINGS_MS:
+        if key in timings:
+            _finite(f"timings.{key}", timings[key])
+    for key in TIMINGS_COUNTS:
+        if key in timings:
+            _count(f"timings.{key}", timings[key])
+
+
+def _finite(name: str, value: object) -> float:
+    if type(value) is str:  # finite() would parse "12"; a server sends numbers as numbers
+        raise MalformedStreamError(f"{name}={value!r:.100}: a number, not a string")
+    try:
+        return finite(name, value, lo=0.0)
+    except ConfigError as exc:
+        raise MalformedStreamError(f"{name}={value!r:.100}: {exc.allowed}") from None
+
+
+def _count(name: str, value: object) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise MalformedStreamError(f"{name}={value!r:.100}: a token count (an integer >= 0)")
+    return value
 
 
 def _odd_chunk(obj: dict[str, Any], payload: bytes) -> NoReturn:
@@ -171,7 +257,8 @@ class StreamState:
     done: bool = False
     got_response: bool = False
     end_s: float | None = None
-    stale_retries: int = 0  # sends lost to a keep-alive connection the server had closed
+    retries: int = 0  # earlier sends of this request, lost on a pooled connection found closed
+    reused_connection: bool = False  # this send went out on a pooled keep-alive connection
 
 
 class RequestFailedError(Exception):
@@ -223,14 +310,14 @@ def token_count(value: object) -> int | None:
 def server_figures(st: StreamState) -> dict[str, float | str]:
     """Server-reported figures kept with the record (llama.cpp `timings` converted to seconds)."""
     extra: dict[str, float | str] = {"chunks": len(st.chunk_times_s)}
-    if st.stale_retries:
-        extra["stale_retries"] = st.stale_retries
+    if st.retries:
+        extra["retries"] = st.retries
     if st.finish_reason is not None:
         extra["finish_reason"] = st.finish_reason
-    timings = st.timings or {}
+    timings = st.timings or {}  # checked by check_timings where it entered
     for key, name in (("prompt_ms", "server_prompt_s"), ("predicted_ms", "server_decode_s")):
         value = timings.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if value is not None:
             extra[name] = float(value) * MILLI
     for key, name in (
         ("prompt_n", "server_prompt_tokens"),

@@ -39,6 +39,9 @@ from tokenprobe.cost import (
 )
 from tokenprobe.cost import Workload as StaticWorkload
 from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.hardware import get_gpu
+from tokenprobe.model import get_model
+from tokenprobe.precision import get_dtype
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.sim.capacity import max_rate_per_s
@@ -114,16 +117,27 @@ class PlanRequest:
         if not self.rate_per_s > 0:
             raise ConfigError("rate_per_s", self.rate_per_s, "a positive request rate")
         if self.slo_ttft_p90_s is None and self.slo_tpot_p90_s is None:
-            raise ConfigError("slo", None, "give --slo-ttft-p90 and/or --slo-tpot-p90")
+            raise ConfigError("slo", None, "give --slo-ttft-s and/or --slo-tpot-s")
         for name in ("slo_ttft_p90_s", "slo_tpot_p90_s"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(name, value, "a positive number of seconds")
         if not self.candidates:
             raise ConfigError("candidates", (), "at least one GPU x dtype x TP to try")
+        self._check_names()
         missing = {c.gpu for c in self.candidates} - set(self.prices_per_gpu_hour)
         if self.prices_per_gpu_hour and missing:
             raise ConfigError("price_per_gpu_hour", sorted(missing), "a price for every GPU")
+
+    def _check_names(self) -> None:
+        """A name that does not exist is bad input (exit 2), not an infeasible candidate."""
+        get_model(self.model)
+        for c in self.candidates:
+            get_gpu(c.gpu)
+            get_dtype(c.weight_dtype, "weight_dtype")
+            for name in ("tp", "max_num_seqs"):
+                if getattr(c, name) < 1:
+                    raise ConfigError(name, getattr(c, name), "a positive integer")
 
 
 def _longest(dist: LengthDist) -> int:

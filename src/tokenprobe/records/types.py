@@ -105,11 +105,16 @@ class RequestRecord:
     def from_dict(cls, data: Mapping[str, Any], where: str = "record") -> RequestRecord:
         """Build from a JSON object; raise SchemaError naming `where` on a bad key or type."""
         record = _from_dict(cls, data, where, _RECORD_TYPES)
+        _check_record(record, where)
         for t in record.token_times_s:
-            if isinstance(t, bool) or not isinstance(t, float | int) or not math.isfinite(t):
-                raise SchemaError(where, f"token_times_s holds {t!r}, not a finite number")
+            if isinstance(t, bool) or not isinstance(t, float | int) or _bad_number(t) or t < 0:
+                raise SchemaError(where, f"token_times_s holds {t!r:.40}, not a finite time >= 0")
         for key, value in record.extra.items():
-            if isinstance(value, bool) or not isinstance(value, float | int | str):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, float | int | str)
+                or _bad_number(value)
+            ):
                 raise SchemaError(where, f"extra[{key!r}]={value!r} should be a number or string")
         return record
 
@@ -324,8 +329,36 @@ _TIMELINE_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+MAX_INT = 2**64  # a JSON integer beyond this (throttle bit masks are 64-bit) overflows floats
+
+
+def _bad_number(value: object) -> bool:
+    """A number JSON can carry that no record holds: inf (1e999 parses as it), NaN, a huge int."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT
+
+
+def _check_record(r: RequestRecord, where: str) -> None:
+    """Run-relative times are >= 0 and in order (sent <= first token <= finish), counts >= 0:
+    a record that breaks this is not one tokenprobe wrote, and metrics would report negative
+    latencies from it."""
+    for name in ("scheduled_s", "sent_s", "first_token_s", "finish_s", "queue_s"):
+        value = getattr(r, name)
+        if value is not None and value < 0:
+            raise SchemaError(where, f"{name}={value!r} is a negative time")
+    for name in ("input_tokens", "output_tokens"):
+        if getattr(r, name) < 0:
+            raise SchemaError(where, f"{name}={getattr(r, name)!r} is a negative count")
+    first, finish = r.first_token_s, r.finish_s
+    if first is not None and first < r.sent_s:
+        raise SchemaError(where, f"first_token_s={first!r} is before sent_s={r.sent_s!r}")
+    if finish is not None and finish < (first if first is not None else r.sent_s):
+        raise SchemaError(where, f"finish_s={finish!r} is before the first token or sending")
+
+
 def _not_number(value: object) -> bool:
-    return isinstance(value, bool) or not isinstance(value, float | int) or not math.isfinite(value)
+    return isinstance(value, bool) or not isinstance(value, float | int) or _bad_number(value)
 
 
 def _replace_cores(sample: HostSample, cores: tuple[float, ...]) -> HostSample:
@@ -354,7 +387,9 @@ def _from_dict(
         # bool is an int subclass in Python; a JSON true is never a valid number here
         if isinstance(value, bool) or not isinstance(value, allowed):
             names = "/".join("null" if t is type(None) else t.__name__ for t in allowed)
-            raise SchemaError(where, f"{key}={value!r} should be {names}")
+            raise SchemaError(where, f"{key}={value!r:.80} should be {names}")
+        if _bad_number(value):
+            raise SchemaError(where, f"{key}={value!r:.80} is not a finite number")
     try:
         return cls(**data)
     except TypeError as exc:  # a required key is missing

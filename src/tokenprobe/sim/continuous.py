@@ -66,7 +66,7 @@ class ContinuousScheduler:
     def num_running(self) -> int:
         return len(self.running)
 
-    def add(self, seq: Seq, now_s: float) -> str | None:
+    def add(self, seq: Seq, now_s: float) -> str | None:  # noqa: ARG002  (the Scheduler protocol's signature)
         reason = never_fits_reason(seq, self.pool)
         budget = self.config.max_num_batched_tokens
         if reason is None and not self.config.chunked_prefill and seq.input_tokens > budget:
@@ -89,10 +89,10 @@ class ContinuousScheduler:
             preempted = preempted or preempted_now
         if not preempted:
             if self.waiting and len(self.running) < self.config.max_num_seqs:
-                self._admit(step, now_s, budget)
+                self._admit(now_s, budget)
         elif self._n_dec == 0 and not self._chunks:
             # everything running was preempted: vLLM's next schedule() admits from the queue
-            self._admit(step, now_s, self.config.max_num_batched_tokens)
+            self._admit(now_s, self.config.max_num_batched_tokens)
         if not self._chunks:
             if not self._n_dec:
                 return None
@@ -153,7 +153,7 @@ class ContinuousScheduler:
         seq.own_blocks += need
         return True
 
-    def _admit(self, step: int, now_s: float, budget: int) -> None:
+    def _admit(self, now_s: float, budget: int) -> None:
         """Waiting requests, FIFO, while budget, max_num_seqs and free blocks allow."""
         cfg, pool = self.config, self.pool
         bs = pool.block_size

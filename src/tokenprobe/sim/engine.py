@@ -171,9 +171,10 @@ class Engine:
         reason = self.sched.add(seq, self.clock_s)
         if reason is not None:
             seq.reject_reason = reason
-            self._finished(seq)
+            self._finished()
 
-    def _finished(self, seq: Seq) -> None:
+    def _finished(self) -> None:
+        """One request done (finished or rejected); closed loop: its user sends the next."""
         self.done += 1
         if self.concurrency:
             self._push_next_arrival(self.clock_s)
@@ -206,8 +207,8 @@ class Engine:
         finished = self.sched.complete(self.step, self.clock_s)
         self.step += 1
         self.busy = False
-        for seq in finished:
-            self._finished(seq)
+        for _ in finished:
+            self._finished()
         if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
             self.progress(self.done, len(self.requests))
 

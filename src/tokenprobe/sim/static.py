@@ -41,7 +41,7 @@ class StaticScheduler:
     def num_running(self) -> int:
         return len(self.batch)
 
-    def add(self, seq: Seq, now_s: float) -> str | None:
+    def add(self, seq: Seq, now_s: float) -> str | None:  # noqa: ARG002  (the Scheduler protocol's signature)
         reason = never_fits_reason(seq, self.pool)
         if reason is None:
             self.waiting.append(seq)
@@ -65,7 +65,7 @@ class StaticScheduler:
         self._blocks = self._padded_blocks(len(self.batch), max_in, max_out)
         self.pool.allocate(self._blocks)
 
-    def plan(self, step: int, now_s: float) -> StepPlan | None:
+    def plan(self, step: int, now_s: float) -> StepPlan | None:  # noqa: ARG002  (the Scheduler protocol's signature)
         if not self.batch:
             self._form_batch(now_s)
             if not self.batch:

@@ -16,7 +16,14 @@ Accepted, all in one parser:
   limiters) wins over `power.limit` (the limit set by software such as `nvidia-smi -pl`), which
   comes before it in nvidia-smi's field order;
 - repeated headers (concatenated logs) are skipped; a line with the wrong number of cells, or an
-  unreadable timestamp, is skipped and counted in `skipped_lines` with the first few reasons kept.
+  unreadable timestamp, is skipped and counted in `skipped_lines` with the first few reasons kept;
+- a cell that is not a number nvidia-smi could print (garbage, `inf`, `nan`, `1e999`, a negative
+  reading, an unknown unit, a bit mask or GPU index out of range) is left out of its sample and
+  counted in `CsvImport.bad_values` for that field: the sample keeps its other fields, as for a
+  missing cell (the convention of measurement logs here: a bad reading is a gap, not an error).
+
+The file is read by `tokenprobe.files` (a folder, FIFO, binary or non-UTF-8 file is a
+SchemaError naming it).
 
 Times: nvidia-smi prints local wall-clock `YYYY/MM/DD HH:MM:SS.mmm`; `t_s` is seconds since the
 first line's timestamp (or since `wall_start_s`, when given, as an epoch in the same local time),
@@ -26,6 +33,7 @@ a GPU gets `t_s = k * period_s` (`period_s` is then required: `-l 1` means 1.0).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import finite, read_text
 from tokenprobe.records import Run, TelemetrySample
 from tokenprobe.units import GIGA, KILO, MEGA, GiB, KiB, MiB
 
@@ -49,6 +58,8 @@ MISSING_CELLS = frozenset(
     }
 )
 MAX_REASONS = 10
+MAX_GPU_INDEX = 4096
+MAX_BIT_MASK = 2**64 - 1
 
 # nvidia-smi field (and aliases) -> TelemetrySample field
 FIELDS: dict[str, str] = {
@@ -164,7 +175,7 @@ def _wall_time(cell: str) -> float | None:
     for fmt in _TIME_FORMATS:
         try:
             return datetime.strptime(text, fmt).timestamp()
-        except ValueError:
+        except (ValueError, OverflowError, OSError):  # not this format, or a year out of range
             continue
     return None
 
@@ -172,17 +183,24 @@ def _wall_time(cell: str) -> float | None:
 def _value(cell: str, column: _Column) -> float | int:
     """A cell as an SI number; ValueError when it is not one."""
     target = column.target or ""
-    if target == "throttle_reasons":
-        return int(cell.strip(), 0)  # "0x0000000000000004"
-    if target == "gpu_index":
-        return int(cell.strip())
+    if target in ("throttle_reasons", "gpu_index"):
+        text = cell.strip()
+        if len(text) > 24:  # int() of a long digit string is slow and never a real cell
+            raise ValueError("too long")
+        number = int(text, 0) if target == "throttle_reasons" else int(text)  # "0x...04"
+        if not 0 <= number <= (MAX_BIT_MASK if target == "throttle_reasons" else MAX_GPU_INDEX):
+            raise ValueError(f"out of range: {number}")
+        return number
     match = _CELL.match(cell)
     if match is None:
         raise ValueError(cell)
     unit = match.group(2) or column.unit or DEFAULT_UNITS.get(target, "")
     if unit not in UNIT_FACTORS:
         raise ValueError(f"unknown unit {unit!r}")
-    return float(match.group(1)) * UNIT_FACTORS[unit]
+    value = float(match.group(1)) * UNIT_FACTORS[unit]
+    if not math.isfinite(value) or value < 0:  # 1e999 parses as inf; no reading is negative
+        raise ValueError(f"not a reading: {value}")
+    return value
 
 
 def parse_nvidia_smi_csv(
@@ -197,6 +215,10 @@ def parse_nvidia_smi_csv(
     `fields` is the `--query-gpu` list (comma-separated or a list) for logs without a header;
     a log that has neither raises SchemaError, as does a log without timestamps and `period_s`.
     """
+    if period_s is not None:
+        period_s = finite("period_s", period_s, lo=0.0, lo_open=True)
+    if wall_start_s is not None:
+        wall_start_s = finite("wall_start_s", wall_start_s)
     result = CsvImport()
     columns = [_column(f) for f in _split(fields)] if fields else None
     per_gpu_lines: Counter[int | None] = Counter()
@@ -301,9 +323,10 @@ def read_nvidia_smi_csv(
     period_s: float | None = None,
     wall_start_s: float | None = None,
 ) -> CsvImport:
-    """`parse_nvidia_smi_csv` over a file; SchemaError when the file cannot be read."""
+    """`parse_nvidia_smi_csv` over a file; SchemaError when the file cannot be read (module
+    docstring), or has no header and no `fields` (then naming the file)."""
+    text = read_text(Path(path))
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SchemaError(str(path), f"cannot read: {exc.strerror}") from None
-    return parse_nvidia_smi_csv(text, fields, period_s=period_s, wall_start_s=wall_start_s)
+        return parse_nvidia_smi_csv(text, fields, period_s=period_s, wall_start_s=wall_start_s)
+    except SchemaError as exc:
+        raise SchemaError(str(path), exc.allowed) from None

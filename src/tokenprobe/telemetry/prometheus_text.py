@@ -2,7 +2,12 @@
 
 `parse_exposition(text)` reads the text format (version 0.0.4): `# HELP`/`# TYPE` comments,
 `name{label="value",...} value [timestamp_ms]`, with escaped label values and NaN/±Inf. A line it
-cannot read is skipped and counted, never fatal.
+cannot read (or longer than `MAX_LINE_CHARS`) is skipped and counted, never fatal. NaN and ±Inf
+are kept in the `Metric`s (the format allows them: a gauge with no data, a histogram's +Inf
+bucket), while `gpu_samples` and `server_sample` leave out a value that is not a reading of
+theirs: not finite, negative (power, clocks, counts, ratios are >= 0), or a bit mask beyond 64
+bits. A left-out value is a gap in that sample (the field stays None), as for a metric the
+exporter does not send: the convention of measurement logs here.
 
 `gpu_samples(text, t_s)` turns one scrape into one `TelemetrySample` per GPU (label `gpu`), from
 dcgm-exporter's fields or tokenprobe's own `tokenprobe_gpu_*` gauges, converting units:
@@ -55,10 +60,12 @@ _LINE = re.compile(
     r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
     r"(?:\{(?P<labels>.*)\})?"
     r"\s+(?P<value>\S+)"
-    r"(?:\s+(?P<ts>-?\d+))?\s*$"
+    r"(?:\s+(?P<ts>-?\d{1,19}))?\s*$"  # ms since the epoch fit 19 digits (int64)
 )
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+MAX_LINE_CHARS = 64 * 1024  # no exporter writes such a line; the regexes backtrack on long ones
+MAX_BIT_MASK = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +115,7 @@ def parse_exposition(text: str) -> Exposition:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = _LINE.match(line)
+        match = _LINE.match(line) if len(line) <= MAX_LINE_CHARS else None
         labels = _labels(match.group("labels") or "") if match else None
         try:
             value = _number(match.group("value")) if match else None
@@ -169,6 +176,13 @@ def is_mig_instance(metric: Metric) -> bool:
     return any(metric.labels.get(label) for label in MIG_INSTANCE_LABELS)
 
 
+def _reading(value: float, field: str) -> bool:
+    """True for a value a sample can hold (module docstring)."""
+    if not math.isfinite(value) or value < 0:
+        return False
+    return field != "throttle_reasons" or value <= MAX_BIT_MASK
+
+
 def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
     """One sample per `gpu` label found in a scrape taken at run-relative time `t_s`, from the
     whole-GPU series only (MIG instance series are left out: module docstring)."""
@@ -176,10 +190,11 @@ def gpu_samples(text: str, t_s: float) -> list[TelemetrySample]:
     preferred: set[tuple[int | None, str]] = set()  # (gpu, field) set by a PREFERRED_METRICS
     for metric in parse_exposition(text).metrics:
         target = GPU_METRICS.get(metric.name)
-        if target is None or not math.isfinite(metric.value) or is_mig_instance(metric):
+        if target is None or not _reading(metric.value, target[0]) or is_mig_instance(metric):
             continue
         gpu = metric.labels.get("gpu")
-        index = int(gpu) if gpu is not None and gpu.isdigit() else None
+        # isdecimal, not isdigit: "²" is a digit int() cannot read
+        index = int(gpu) if gpu is not None and gpu.isdecimal() and len(gpu) < 8 else None
         name, factor = target
         if metric.name in PREFERRED_METRICS:
             preferred.add((index, name))
@@ -215,7 +230,7 @@ def server_sample(text: str, t_s: float) -> ServerSample:
     source: str | None = None
     for metric in parse_exposition(text).metrics:
         target = SERVER_METRICS.get(metric.name)
-        if target is None or not math.isfinite(metric.value):
+        if target is None or not _reading(metric.value, target[0]):
             continue
         name, source = target
         if name == "kv_cache_usage":  # a ratio: the fullest engine, not a sum

@@ -1,0 +1,55 @@
+"""Model architecture from a Hugging Face `config.json` or the built-in catalog (requirement E1).
+
+- `spec.py`: `ModelSpec`, the shape of a decoder-only transformer, its parameter and KV-cache
+  counts, and the limits every shape is checked against.
+- `families.py`: the model families read from a config.json (defaults from the transformers
+  configuration classes), and the rule for shape keys no reader reads (refused, named).
+- `hf_config.py`: `from_hf_config`, the readers, every value checked where it is read.
+- `catalog.py`: the catalog of `catalog/models/*.json`, config files on disk, `get_model`.
+"""
+
+from __future__ import annotations
+
+from tokenprobe.model.catalog import CATALOG_DIR, catalog_names, get_model, load_config_file
+from tokenprobe.model.families import FAMILIES, SHAPE_KEY
+from tokenprobe.model.hf_config import from_hf_config
+from tokenprobe.model.spec import (
+    MAX_EXPERTS,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_HIDDEN_SIZE,
+    MAX_INTERMEDIATE_SIZE,
+    MAX_LAYERS,
+    MAX_POSITION_EMBEDDINGS,
+    MAX_VOCAB_SIZE,
+    MAX_WINDOW_TOKENS,
+    AttentionKind,
+    LayerSpec,
+    MlaSpec,
+    ModelSpec,
+    MoeSpec,
+)
+
+__all__ = [
+    "CATALOG_DIR",
+    "FAMILIES",
+    "MAX_EXPERTS",
+    "MAX_HEADS",
+    "MAX_HEAD_DIM",
+    "MAX_HIDDEN_SIZE",
+    "MAX_INTERMEDIATE_SIZE",
+    "MAX_LAYERS",
+    "MAX_POSITION_EMBEDDINGS",
+    "MAX_VOCAB_SIZE",
+    "MAX_WINDOW_TOKENS",
+    "SHAPE_KEY",
+    "AttentionKind",
+    "LayerSpec",
+    "MlaSpec",
+    "ModelSpec",
+    "MoeSpec",
+    "catalog_names",
+    "from_hf_config",
+    "get_model",
+    "load_config_file",
+]
