@@ -24,9 +24,15 @@ from typing import Any
 from tokenprobe.energy_join import join_energy
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import get_gpu
-from tokenprobe.loadgen import BenchConfig, bench_summary, run_bench
-from tokenprobe.loadgen.credentials import mask_url, metrics_urls, url_secrets
-from tokenprobe.loadgen.runner import OnRecord
+from tokenprobe.loadgen import (
+    BenchConfig,
+    OnRecord,
+    bench_summary,
+    mask_url,
+    metrics_urls,
+    run_bench,
+    url_secrets,
+)
 from tokenprobe.model import get_model
 from tokenprobe.records import (
     HostSample,
@@ -37,8 +43,7 @@ from tokenprobe.records import (
     redact,
     update_run_folder,
 )
-from tokenprobe.telemetry.sampler import DEFAULT_PERIOD_S, Sampler, make_sampler, notes_doc
-from tokenprobe.telemetry.scrape import ServerScraper
+from tokenprobe.telemetry import DEFAULT_PERIOD_S, Sampler, ServerScraper, make_sampler, notes_doc
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,16 @@
 from __future__ import annotations
 
 from tokenprobe.calibrate.calibration import Calibration, calibrate, engines, split
-from tokenprobe.calibrate.fit import BOUNDS, FitResult, GroupError, Params, fit, summarize
+from tokenprobe.calibrate.fit import (
+    BOUNDS,
+    DEFAULT_PARAMETERS,
+    FitResult,
+    GroupError,
+    Params,
+    check_parameters,
+    fit,
+    summarize,
+)
 from tokenprobe.calibrate.observations import (
     LoadResult,
     Observation,
@@ -29,11 +38,18 @@ from tokenprobe.calibrate.profile import (
     save_profile,
     shipped_profiles,
 )
+from tokenprobe.calibrate.profiler import (
+    ProfileSpec,
+    gpu_unavailable_reason,
+    profile_gpu,
+    write_profile_run,
+)
 from tokenprobe.calibrate.runs import load_inputs, rows_from_run
 from tokenprobe.calibrate.sources import load_csv, load_rows
 
 __all__ = [
     "BOUNDS",
+    "DEFAULT_PARAMETERS",
     "Calibration",
     "FitError",
     "FitResult",
@@ -42,21 +58,26 @@ __all__ = [
     "Observation",
     "Params",
     "Profile",
+    "ProfileSpec",
     "Row",
     "calibrate",
+    "check_parameters",
     "dumps_profile",
     "engine_name",
     "engines",
     "fit",
+    "gpu_unavailable_reason",
     "load_csv",
     "load_inputs",
     "load_profile",
     "load_rows",
     "observe",
     "parse_profile",
+    "profile_gpu",
     "rows_from_run",
     "save_profile",
     "shipped_profiles",
     "split",
     "summarize",
+    "write_profile_run",
 ]

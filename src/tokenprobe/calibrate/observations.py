@@ -27,8 +27,7 @@ from tokenprobe.cost import (
     make_deployment,
 )
 from tokenprobe.errors import ConfigError, TokenprobeError
-from tokenprobe.sim.api import capacity_blocks
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim import SchedulerConfig, capacity_blocks
 
 Predictor = Callable[[Deployment], dict[str, float]]
 

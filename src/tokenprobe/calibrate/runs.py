@@ -26,9 +26,7 @@ from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
 from tokenprobe.records import CONFIG_FILE, read_run
-from tokenprobe.sim import simulate
-from tokenprobe.sim.api import build_workload
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim import SchedulerConfig, build_workload, simulate
 from tokenprobe.workload import Workload, workload_from_dict
 
 PROFILE_CSV = "profile.csv"

@@ -60,9 +60,7 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.cost import Deployment
-from tokenprobe.sim import simulate
-from tokenprobe.sim.base import SchedulerConfig
-from tokenprobe.sim.engines import engine_defaults
+from tokenprobe.sim import SchedulerConfig, engine_defaults, simulate
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 

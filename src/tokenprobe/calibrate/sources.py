@@ -80,14 +80,12 @@ from tokenprobe.cost import (
     StepCost,
     Workload,
     estimate_deployment,
+    max_context_tokens,
     step_cost,
 )
-from tokenprobe.cost.memory import max_context_tokens
 from tokenprobe.errors import SchemaError
 from tokenprobe.files import read_text
-from tokenprobe.sim import simulate
-from tokenprobe.sim.base import SchedulerConfig
-from tokenprobe.sim.engines import TRTLLM_SERVE
+from tokenprobe.sim import TRTLLM_SERVE, SchedulerConfig, simulate
 from tokenprobe.units import MILLI
 
 TRT_MODELS = {

@@ -112,7 +112,7 @@ def bench_cmd(
     num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
     duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 128)")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 256)")] = None,
     dataset: Annotated[str | None, typer.Option(help="JSONL: prompt, output_tokens")] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
@@ -156,8 +156,7 @@ def bench_cmd(
 ) -> None:
     """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
     from tokenprobe.bench import TelemetryConfig
-    from tokenprobe.loadgen import BenchConfig, bench_summary, sweep_configs
-    from tokenprobe.loadgen.selftest import run_self_test
+    from tokenprobe.loadgen import BenchConfig, bench_summary, run_self_test, sweep_configs
 
     if self_test:
         figures = guarded(lambda: run_self_test(duration_s=duration_s or 3.0))
@@ -264,8 +263,7 @@ def bench_import_cmd(
     overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""
-    from tokenprobe.loadgen import bench_summary
-    from tokenprobe.loadgen.importers import import_runs
+    from tokenprobe.loadgen import bench_summary, import_runs
 
     def run() -> list[tuple[str, dict[str, Any]]]:
         runs = import_runs(Path(path), source)

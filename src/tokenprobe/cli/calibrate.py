@@ -7,16 +7,20 @@ from typing import Annotated
 
 import typer
 
-from tokenprobe.calibrate import Params, load_inputs, load_profile, save_profile
-from tokenprobe.calibrate import calibrate as run_calibration
-from tokenprobe.calibrate.calibration import Calibration
-from tokenprobe.calibrate.fit import DEFAULT_PARAMETERS, check_parameters
-from tokenprobe.calibrate.profiler import (
+from tokenprobe.calibrate import (
+    DEFAULT_PARAMETERS,
+    Calibration,
+    Params,
     ProfileSpec,
+    check_parameters,
     gpu_unavailable_reason,
+    load_inputs,
+    load_profile,
     profile_gpu,
+    save_profile,
     write_profile_run,
 )
+from tokenprobe.calibrate import calibrate as run_calibration
 from tokenprobe.cli.app import app, check_out_file, console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, progress, prose
 

@@ -12,7 +12,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cost import Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
-from tokenprobe.report.sections import memory_rows
+from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = "Calibrated engine profile: vllm, vllm-2024, sglang, tensorrt-llm or a TOML"

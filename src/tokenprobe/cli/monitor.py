@@ -20,9 +20,16 @@ from rich.table import Table
 from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import RunWriter, TelemetrySample
-from tokenprobe.telemetry.exporter import EnergyMeter, Exporter, RecordsTail
-from tokenprobe.telemetry.host import HostSample
-from tokenprobe.telemetry.sampler import HostLog, Sampler, make_sampler, write_notes
+from tokenprobe.telemetry import (
+    EnergyMeter,
+    Exporter,
+    HostLog,
+    HostSample,
+    RecordsTail,
+    Sampler,
+    make_sampler,
+    write_notes,
+)
 from tokenprobe.units import MEGA, GiB, now_s, wall_s
 
 REFRESH_S = 0.5

@@ -13,7 +13,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
-from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 
@@ -64,7 +64,10 @@ def plan_cmd(
         str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
     ] = "bf16,fp8",
     tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
-    max_num_seqs: Annotated[str, typer.Option(help="Comma-separated engine batch caps")] = "256",
+    max_num_seqs: Annotated[
+        str,
+        typer.Option(help="Engine batch caps to search, comma-separated (vLLM's on a <70 GiB GPU)"),
+    ] = "256",
     price_per_gpu_hour: Annotated[
         str | None,
         typer.Option("--gpu-hour-usd", help="USD per GPU-hour by GPU, e.g. h100-sxm=2.5,h200=3.5"),

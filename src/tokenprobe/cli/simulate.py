@@ -17,10 +17,18 @@ from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
-from tokenprobe.sim import SchedulerConfig, SimResult, simulate
-from tokenprobe.sim.engine import ProgressFn
-from tokenprobe.sim.engines import ENGINES, engine_defaults
-from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
+from tokenprobe.sim import (
+    ENGINES,
+    SCENARIOS,
+    ProgressFn,
+    Scenario,
+    ScenarioPart,
+    SchedulerConfig,
+    SimResult,
+    engine_defaults,
+    get_scenario,
+    simulate,
+)
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 

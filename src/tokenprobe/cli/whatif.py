@@ -8,11 +8,9 @@ import typer
 
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, prose
-from tokenprobe.cost import Workload, make_deployment
-from tokenprobe.cost.api import resolve_parallelism
+from tokenprobe.cost import Workload, make_deployment, resolve_parallelism
 from tokenprobe.hardware import get_host
-from tokenprobe.plan import WhatIf, whatif
-from tokenprobe.plan.whatif import METRICS
+from tokenprobe.plan import METRICS, WhatIf, whatif
 from tokenprobe.units import fmt_s
 
 

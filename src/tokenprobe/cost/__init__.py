@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenprobe.cost.api import estimate
+from tokenprobe.cost.api import estimate, resolve_parallelism
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s, transfer_time_s
 from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.efficiency import (
@@ -14,15 +14,31 @@ from tokenprobe.cost.efficiency import (
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import HostModel
-from tokenprobe.cost.memory import MemoryBudget, MemoryReport, kv_capacity_tokens, memory_report
+from tokenprobe.cost.memory import (
+    DEFAULT_BUDGET,
+    MEMORY_RULES,
+    SGLANG_RULE,
+    TRTLLM_RULE,
+    VLLM_RULE,
+    MemoryBudget,
+    MemoryReport,
+    kv_capacity_tokens,
+    max_context_tokens,
+    memory_report,
+)
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_POWER",
     "MAX_OVERHEAD_S",
     "MAX_ROUTING_SKEW",
+    "MEMORY_RULES",
+    "SGLANG_RULE",
+    "TRTLLM_RULE",
+    "VLLM_RULE",
     "BatchShape",
     "Deployment",
     "Efficiency",
@@ -42,8 +58,10 @@ __all__ = [
     "idle_power_w",
     "kv_capacity_tokens",
     "make_deployment",
+    "max_context_tokens",
     "memory_report",
     "op_costs",
+    "resolve_parallelism",
     "send_time_s",
     "step_cost",
     "transfer_time_s",

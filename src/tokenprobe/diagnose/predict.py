@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost import estimate_deployment
-from tokenprobe.cost.estimate import Workload
+from tokenprobe.cost import Workload, estimate_deployment
 from tokenprobe.diagnose.costview import deployment_of
 from tokenprobe.diagnose.findings import Finding
 from tokenprobe.energy_join import EnergyReport

@@ -12,25 +12,35 @@ from __future__ import annotations
 
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.credentials import mask_url, metrics_urls, url_secrets
+from tokenprobe.loadgen.importers import import_runs
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset
 from tokenprobe.loadgen.runner import (
+    OnRecord,
     bench_summary,
     client_figures,
     run_bench,
     run_bench_async,
     sweep_configs,
 )
+from tokenprobe.loadgen.selftest import run_self_test
 
 __all__ = [
     "BenchConfig",
+    "OnRecord",
     "PromptItem",
     "RequestSpec",
     "StreamClient",
     "Target",
     "bench_summary",
     "client_figures",
+    "import_runs",
     "load_dataset",
+    "mask_url",
+    "metrics_urls",
     "run_bench",
     "run_bench_async",
+    "run_self_test",
     "sweep_configs",
+    "url_secrets",
 ]

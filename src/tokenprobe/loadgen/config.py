@@ -23,8 +23,13 @@ from typing import Any
 from tokenprobe.errors import ConfigError
 from tokenprobe.loadgen.client import ENDPOINTS, Endpoint
 from tokenprobe.loadgen.credentials import credentials, parse_url
+from tokenprobe.workload import MAX_LENGTH_TOKENS, MAX_REQUESTS
 
-DEFAULT_OUTPUT_TOKENS = 128
+# one asyncio task and one socket per request in flight: far above any server's batch (vLLM
+# caps at 1024 sequences by default), below what the open-file limit and memory allow
+MAX_CONCURRENCY = 100_000
+
+DEFAULT_OUTPUT_TOKENS = 256  # as estimate, simulate, plan and compare assume
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +112,13 @@ def _check_mode(cfg: BenchConfig) -> None:
             "mode", (cfg.concurrency, cfg.rate_per_s), "give exactly one of concurrency, rate"
         )
     if cfg.concurrency is not None:
-        _positive_int("concurrency", cfg.concurrency)
+        _positive_int("concurrency", cfg.concurrency, hi=MAX_CONCURRENCY)
     if cfg.rate_per_s is not None:
         _positive_float("rate_per_s", cfg.rate_per_s)
     if not (math.isfinite(cfg.burstiness) and cfg.burstiness > 0):
         raise ConfigError("burstiness", cfg.burstiness, "a positive number (1 = Poisson)")
     if cfg.max_concurrency is not None:
-        _positive_int("max_concurrency", cfg.max_concurrency)
+        _positive_int("max_concurrency", cfg.max_concurrency, hi=MAX_CONCURRENCY)
 
 
 def _check_stop(cfg: BenchConfig) -> None:
@@ -124,7 +129,7 @@ def _check_stop(cfg: BenchConfig) -> None:
             "give exactly one of num_requests, duration_s",
         )
     if cfg.num_requests is not None:
-        _positive_int("num_requests", cfg.num_requests)
+        _positive_int("num_requests", cfg.num_requests, hi=MAX_REQUESTS)
     if cfg.duration_s is not None:
         _positive_float("duration_s", cfg.duration_s)
 
@@ -135,17 +140,19 @@ def _check_prompts(cfg: BenchConfig) -> None:
     if cfg.dataset is None and cfg.input_tokens is None:
         raise ConfigError("input_tokens", None, "give input_tokens (synthetic prompts) or dataset")
     if cfg.input_tokens is not None:
-        _positive_int("input_tokens", cfg.input_tokens)
+        _positive_int("input_tokens", cfg.input_tokens, hi=MAX_LENGTH_TOKENS)
     if cfg.output_tokens is not None:
-        _positive_int("output_tokens", cfg.output_tokens)
+        _positive_int("output_tokens", cfg.output_tokens, hi=MAX_LENGTH_TOKENS)
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise ConfigError("dataset", cfg.dataset, "no such file")
 
 
-def _positive_int(name: str, value: int, allow_zero: bool = False) -> None:
+def _positive_int(name: str, value: int, allow_zero: bool = False, hi: int | None = None) -> None:
     low = 0 if allow_zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(name, value, f"an integer >= {low}")
+    if hi is not None and value > hi:
+        raise ConfigError(name, value, f"an integer in [{low}, {hi:,}] ")
 
 
 def _positive_float(name: str, value: float) -> None:

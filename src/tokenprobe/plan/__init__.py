@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from tokenprobe.plan.whatif import RESOURCES, WhatIf, power_cap_curve, whatif
+from tokenprobe.plan.search import Plan, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan.whatif import METRICS, RESOURCES, WhatIf, power_cap_curve, whatif
 
-__all__ = ["RESOURCES", "WhatIf", "power_cap_curve", "whatif"]
+__all__ = [
+    "METRICS",
+    "RESOURCES",
+    "Plan",
+    "PlanRequest",
+    "WhatIf",
+    "candidates",
+    "fixed_lengths",
+    "plan",
+    "power_cap_curve",
+    "whatif",
+]

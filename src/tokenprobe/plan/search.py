@@ -42,9 +42,7 @@ from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.model import get_model
 from tokenprobe.precision import get_dtype
-from tokenprobe.sim import simulate
-from tokenprobe.sim.base import SchedulerConfig
-from tokenprobe.sim.capacity import max_rate_per_s
+from tokenprobe.sim import SchedulerConfig, max_rate_per_s, simulate
 from tokenprobe.units import MEGA, SECONDS_PER_HOUR
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 

@@ -21,8 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenprobe.cost import Deployment, Estimate, Workload, estimate_deployment
-from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget
+from tokenprobe.cost import (
+    DEFAULT_BUDGET,
+    Deployment,
+    Estimate,
+    MemoryBudget,
+    Workload,
+    estimate_deployment,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec, HostSpec, get_host
 

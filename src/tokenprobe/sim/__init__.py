@@ -12,20 +12,33 @@ scenarios.py   the named scenarios (seed 003 and friends)
 
 from __future__ import annotations
 
-from tokenprobe.sim.api import build_workload, run_workload, simulate
+from tokenprobe.sim.api import build_workload, capacity_blocks, run_workload, simulate
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
-from tokenprobe.sim.engine import SimulationError
+from tokenprobe.sim.capacity import max_rate_per_s
+from tokenprobe.sim.engine import ProgressFn, SimulationError
+from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
 from tokenprobe.sim.result import SimResult
+from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
 
 __all__ = [
+    "ENGINES",
+    "SCENARIOS",
     "SCHEDULERS",
+    "TRTLLM_SERVE",
+    "ProgressFn",
+    "Scenario",
+    "ScenarioPart",
     "Scheduler",
     "SchedulerConfig",
     "SimResult",
     "SimulationError",
     "StepPlan",
     "build_workload",
+    "capacity_blocks",
+    "engine_defaults",
+    "get_scenario",
+    "max_rate_per_s",
     "run_workload",
     "simulate",
 ]

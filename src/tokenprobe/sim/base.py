@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from tokenprobe.cost.memory import MEMORY_RULES, VLLM_RULE
+from tokenprobe.cost import MEMORY_RULES, VLLM_RULE
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tokenprobe.cost.memory import SGLANG_RULE, TRTLLM_RULE
+from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig

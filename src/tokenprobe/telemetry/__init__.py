@@ -8,6 +8,7 @@ logs into the same `TelemetrySample`s; `exporter.py` serves them to Prometheus.
 from __future__ import annotations
 
 from tokenprobe.records import HOST_FILE, NOTES_FILE
+from tokenprobe.telemetry.exporter import EnergyMeter, Exporter, RecordsTail
 from tokenprobe.telemetry.host import HostReader, HostSample, RaplReader
 from tokenprobe.telemetry.nvidia_smi_csv import CsvImport, parse_nvidia_smi_csv, read_nvidia_smi_csv
 from tokenprobe.telemetry.nvml import GpuReading, NvmlGpus
@@ -22,12 +23,15 @@ from tokenprobe.telemetry.sampler import (
     open_gpus,
     write_notes,
 )
+from tokenprobe.telemetry.scrape import ServerScraper
 
 __all__ = [
     "DEFAULT_PERIOD_S",
     "HOST_FILE",
     "NOTES_FILE",
     "CsvImport",
+    "EnergyMeter",
+    "Exporter",
     "Gap",
     "GpuReading",
     "HostLog",
@@ -35,7 +39,9 @@ __all__ = [
     "HostSample",
     "NvmlGpus",
     "RaplReader",
+    "RecordsTail",
     "Sampler",
+    "ServerScraper",
     "make_sampler",
     "notes_doc",
     "open_gpus",

@@ -10,8 +10,10 @@
     GET  /runs/{name}       one run's HTML report
 
 Every error is JSON `{"detail": "..."}`: 400 for a bad value (ConfigError: unknown model or GPU,
-a combination the model rejects), 404 for an unknown run, 413 for a body over 1 MB, 422 for a
-body that does not match the schema (wrong type, out of bounds, unknown key, broken JSON).
+a combination the model rejects, a run whose files cannot be read, a body that is not JSON
+Python can hold), 404 for an unknown run, 413 for a body over 1 MB (counted as it arrives,
+chunked or not: body_limit.py), 422 for a body that does not match the schema (wrong type, out of
+bounds, unknown key, NaN or infinity, broken JSON).
 """
 
 from __future__ import annotations
@@ -22,22 +24,35 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from tokenprobe.calibrate import shipped_profiles
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.hardware import gpu_names
 from tokenprobe.model import catalog_names
-from tokenprobe.records import read_summary
-from tokenprobe.report import compare_row, comparison_figure, describe_estimate, estimate_figures
-from tokenprobe.report.html import plotly_js
+from tokenprobe.report import (
+    compare_row,
+    comparison_figure,
+    describe_estimate,
+    estimate_figures,
+    plotly_js,
+)
+from tokenprobe.web.body_limit import BodyLimit
 from tokenprobe.web.page import INDEX_HTML
-from tokenprobe.web.runs import RunNotFoundError, list_runs, run_dir, run_report_html
+from tokenprobe.web.runs import (
+    RunNotFoundError,
+    list_runs,
+    load_summary,
+    run_dir,
+    run_report_html,
+)
 from tokenprobe.web.schemas import (
     DTYPE_NAMES,
     LIMITS,
     EstimateRequest,
     WorkloadRequest,
     catalog_gpu,
+    request_model,
     run_estimate,
 )
 
@@ -74,13 +89,28 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def failed(_: Request, exc: TokenprobeError) -> JSONResponse:
         return _error(500, str(exc))
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Any) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return _error(413, f"request body over {MAX_BODY_BYTES:,} bytes")
-        response: Response = await call_next(request)
-        return response
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> Response:
+        if exc.status_code in (204, 304):  # no body allowed
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        detail = _unparsable_body(exc) or str(exc.detail)
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def _unparsable_body(exc: HTTPException) -> str | None:
+    """The reason FastAPI's JSON parsing failed, when its 400 says only "There was an error
+    parsing the body" (json.loads raises ValueError, not JSONDecodeError, for a number of more
+    than 4,300 digits or bytes that are not UTF-8, and RecursionError for deep nesting)."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, RecursionError):
+        return "body: JSON nested too deeply"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"body: not UTF-8 (byte {cause.start})"
+    if "integer string conversion" in str(cause):
+        return "body: a number of more than 4,300 digits"
+    return f"body: not JSON ({cause})"
 
 
 def _catalog() -> dict[str, Any]:
@@ -110,11 +140,12 @@ def _catalog() -> dict[str, Any]:
 
 def _whatif(req: WorkloadRequest) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
+    model = request_model(req)  # a bad model is the request's fault: 400 before any GPU
     for name in gpu_names():
         try:
-            est = run_estimate(req, catalog_gpu(name)).to_dict()
+            est = run_estimate(req, catalog_gpu(name), model).to_dict()
         except ConfigError as exc:
-            if exc.field in ("model", "hf_config"):
+            if exc.field.split(".")[0] in ("model", "hf_config"):
                 raise  # the same for every GPU: the request is bad, not this GPU
             rows.append({"label": name, "gpu": name, "fits": False, "reason": str(exc)})
             continue
@@ -131,6 +162,7 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     runs_root = Path(runs_dir)
     app = FastAPI(title="tokenprobe", docs_url=None, redoc_url=None)
     _install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
@@ -172,11 +204,11 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
     @app.get("/api/runs/{name:path}")
     def run_summary(name: str) -> dict[str, Any]:
         path = run_dir(runs_root, name)
-        return {"name": path.name, "summary": read_summary(path)}
+        return {"name": path.name, "summary": load_summary(runs_root, path)}
 
     @app.get("/runs/{name:path}", response_class=HTMLResponse)
     def run_report(name: str) -> str:
-        return run_report_html(run_dir(runs_root, name))
+        return run_report_html(runs_root, run_dir(runs_root, name))
 
     return app
 

@@ -30,6 +30,7 @@ textarea { height: 8em; font-family: monospace; font-size: 0.8em; }
 .fig { min-height: 360px; border: 1px solid #eee; }
 .fig.wide { grid-column: 1 / -1; }
 table { border-collapse: collapse; font-size: 0.85em; margin-top: 0.5em; }
+tr.unreadable td { color: #b00; text-align: left; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; }
 td:not(:first-child) { text-align: right; }
 h2 { font-size: 1.1em; border-bottom: 1px solid #ccc; margin-top: 1.5em; }
@@ -206,7 +207,12 @@ async function whatIf() {
 }
 async function loadRuns() {
   const t = $("runs-table"); t.replaceChildren();
-  const j = await (await fetch("/api/runs")).json();
+  const resp = await fetch("/api/runs");
+  const j = await resp.json();
+  if (!resp.ok) {
+    const tr = document.createElement("tr"); cell(tr, "runs folder: " + j.detail);
+    t.appendChild(tr); return;
+  }
   if (!j.runs.length) {
     const tr = document.createElement("tr"); cell(tr, "no runs in the runs folder");
     t.appendChild(tr); return;
@@ -217,6 +223,10 @@ async function loadRuns() {
     const td = document.createElement("td"); const a = document.createElement("a");
     a.href = "/runs/" + encodeURIComponent(r.name); a.textContent = r.name; a.target = "_blank";
     td.appendChild(a); tr.appendChild(td);
+    if (r.error) {  // a run whose files cannot be read: say why, keep listing the others
+      cell(tr, "unreadable: " + r.error); tr.lastChild.colSpan = 4; tr.className = "unreadable";
+      t.appendChild(tr); continue;
+    }
     cell(tr, r.model || "-"); cell(tr, r.gpu || "-");
     cell(tr, r.completed == null ? "-" : String(r.completed));
     cell(tr, r.failed == null ? "-" : String(r.failed));

@@ -1,83 +1,255 @@
-"""The run browser's file access: run names are validated and resolved strictly inside the runs
-folder (no "..", no separators, no symlink out), so no request can name any other file."""
+"""The run browser's file access, confined to the runs folder.
+
+A run name is a plain folder name (letters, digits, '.', '_', '-'; no "..", no separator), so a
+request can only name a folder directly under the runs folder. Before anything of a run is read,
+every file a run folder may hold (`RUN_FILES`) is checked: if present, it must be a regular file
+whose *resolved* path lies inside the resolved runs folder. A symlink out of the runs folder, a
+folder or a FIFO in a file's place, a dangling or looping link make the run unreadable, with
+that reason, instead of being followed, read, or blocked on (opening a FIFO blocks until a writer
+comes). The files themselves are read by `tokenprobe.records` (read_summary, read_run) and, for
+config.json in the list, `tokenprobe.files.read_json`.
+
+What is wrong with a run's files is a SchemaError naming the file: the run list shows it as that
+run's `error` (the other runs are listed as usual); a run's own routes answer it as a 400.
+The check and the read are two steps, so a local user who swaps a file in between can still
+race it; the app serves loopback by default and the runs folder is the user's own.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.files import read_json
 from tokenprobe.metrics import summarize
-from tokenprobe.records import CONFIG_FILE, RECORDS_FILE, read_run, read_summary
+from tokenprobe.records import (
+    CONFIG_FILE,
+    HOST_FILE,
+    NOTES_FILE,
+    RECORDS_FILE,
+    SERVER_FILE,
+    SUMMARY_FILE,
+    TELEMETRY_FILE,
+    TIMELINE_FILE,
+    read_run,
+    read_summary,
+)
 from tokenprobe.report import render_html, run_sections
 
+RUN_FILES = (
+    CONFIG_FILE,
+    RECORDS_FILE,
+    TELEMETRY_FILE,
+    TIMELINE_FILE,
+    HOST_FILE,
+    SERVER_FILE,
+    NOTES_FILE,
+    SUMMARY_FILE,
+)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+Fingerprint = tuple[tuple[str, int, int], ...]
 
 
 class RunNotFoundError(LookupError):
     """No run folder of that (valid) name."""
 
 
+def valid_run_name(name: str) -> bool:
+    """A plain folder name: no separator, no "..", not hidden, at most 128 characters."""
+    return RUN_NAME.fullmatch(name) is not None and ".." not in name
+
+
 def run_dir(runs_root: Path, name: str) -> Path:
     """The folder of run `name` under `runs_root`: ConfigError for a name that is not a plain
-    folder name, RunNotFoundError when there is no such run."""
-    if not RUN_NAME.fullmatch(name) or ".." in name:
+    folder name, RunNotFoundError when there is no such run (no folder, or no config.json)."""
+    if not valid_run_name(name):
         raise ConfigError(
             "run", name, "a run folder name: letters, digits, '.', '_', '-'; no '..' or '/'"
         )
     root = runs_root.resolve()
-    path = (root / name).resolve()
-    if path.parent != root or not (path / CONFIG_FILE).is_file():
+    path = root / name
+    try:
+        real = path.resolve(strict=True)
+        is_dir = stat.S_ISDIR(real.stat().st_mode)
+    except (OSError, RuntimeError):  # absent, a dangling link, a link loop (RuntimeError < 3.13)
+        raise RunNotFoundError(name) from None
+    if real.parent != root or not is_dir or not os.path.lexists(real / CONFIG_FILE):
         raise RunNotFoundError(name)
-    return path
+    return real
 
 
-def _entry(path: Path) -> dict[str, Any]:
+def _check_file(root: Path, path: Path) -> tuple[int, int] | None:
+    """(mtime_ns, size) of a run file that is a regular file inside `root`; None if absent;
+    SchemaError for anything else."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        real = path.resolve(strict=True)
+        st = real.stat()
+    except (OSError, RuntimeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a link loop"
+        raise SchemaError(str(path), f"cannot be read: {why}") from None
+    if not real.is_relative_to(root):
+        raise SchemaError(str(path), "links outside the runs folder; not read")
+    if stat.S_ISDIR(st.st_mode):
+        raise SchemaError(str(path), "is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise SchemaError(str(path), "is not a regular file (a FIFO, socket or device)")
+    return st.st_mtime_ns, st.st_size
+
+
+def check_run_files(root: Path, path: Path) -> Fingerprint:
+    """SchemaError unless every file of run folder `path` that exists is a regular file inside
+    `root`; returns (name, mtime_ns, size) of each, which changes when any file changes."""
+    found = ((name, _check_file(root, path / name)) for name in RUN_FILES)
+    return tuple((name, *st) for name, st in found if st is not None)
+
+
+def check_run(root: Path, path: Path) -> tuple[Fingerprint, dict[str, Any]]:
+    """The checks every route makes before reading a run: its files (check_run_files), and its
+    config.json, which must be a UTF-8 JSON object (it is small; read with tokenprobe.files, which
+    also refuses NaN). Returns the fingerprint and the config document."""
+    fingerprint = check_run_files(root, path)
+    doc = read_json(path / CONFIG_FILE)
+    if not isinstance(doc, dict):
+        raise SchemaError(str(path / CONFIG_FILE), "expected a JSON object")
+    return fingerprint, doc
+
+
+# What tokenprobe.records and tokenprobe.report still let out for some bad run files (reported
+# to their owners), instead of a SchemaError naming the file: a binary config.json or a
+# records.jsonl that is not UTF-8 (UnicodeDecodeError), an unreadable file (OSError), a
+# `wall_start_s` or `config` of the wrong type in config.json (ValueError, TypeError), record
+# times of 1e308 whose figures are infinite (ValueError from the report's JSON writer), JSON
+# nested too deeply (RecursionError).
+_RAW_ERRORS = (OSError, ValueError, TypeError, KeyError, ArithmeticError, RecursionError)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn a raw error out of reading or rendering run folder `path` into a SchemaError naming
+    it, so that a bad file gives the run browser a 400 with the reason, never a 500, whichever
+    package is fixed first. SchemaError and other ConfigErrors pass unchanged."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except _RAW_ERRORS as exc:
+        raise SchemaError(
+            str(path), f"cannot be read or shown ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _finite_json(doc: Any, source: str) -> None:
+    """SchemaError if `doc` holds NaN or ±inf (Python's json reads them; JSON has no such
+    numbers, and the app could not send them back). Iterative: depth costs no stack."""
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SchemaError(source, f"holds {value!r}, which is not a JSON number")
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _summary(path: Path) -> dict[str, Any] | None:
+    """read_summary of a run folder whose files were checked; NaN/inf refused."""
+    with _reading(path):
+        summary = read_summary(path)
+    _finite_json(summary, str(path / SUMMARY_FILE))
+    return summary
+
+
+def load_summary(runs_root: Path, path: Path) -> dict[str, Any] | None:
+    """The summary.json of run folder `path` (None when the run was not closed)."""
+    check_run(runs_root.resolve(), path)
+    return _summary(path)
+
+
+def _entry(root: Path, path: Path) -> dict[str, Any]:
+    """One row of the run list; a run whose files are bad gets `error` (the reason) instead."""
     entry: dict[str, Any] = {"name": path.name}
     try:
-        summary = read_summary(path) or {}
-        config = summary.get("config")
-        config = config if isinstance(config, dict) else {}
-        entry.update(
-            completed=summary.get("completed"),
-            failed=summary.get("failed"),
-            model=config.get("model"),
-            gpu=config.get("gpu"),
-            closed=bool(summary),
-        )
-    except TokenprobeError as exc:
+        _, doc = check_run(root, path)
+        summary = _summary(path) or {}
+    except ConfigError as exc:
         entry["error"] = str(exc)
-    entry["modified_s"] = path.stat().st_mtime
+        return entry
+    config = summary.get("config") or doc.get("config")
+    config = config if isinstance(config, dict) else {}
+    entry.update(
+        kind=doc.get("kind"),
+        completed=summary.get("completed"),
+        failed=summary.get("failed"),
+        model=config.get("model"),
+        gpu=config.get("gpu"),
+        closed=bool(summary),
+    )
     return entry
 
 
+def _modified_s(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed while listing
+        return 0.0
+
+
+def _candidates(root: Path) -> list[Path]:
+    """Folders directly under `root` with a valid name and a config.json (of any kind)."""
+    try:
+        entries = list(root.iterdir())
+    except OSError as exc:
+        raise SchemaError(str(root), f"the runs folder cannot be listed: {exc.strerror}") from None
+    found = []
+    for p in entries:
+        if not valid_run_name(p.name):
+            continue
+        try:
+            run_dir(root, p.name)
+        except (ConfigError, RunNotFoundError):
+            continue
+        found.append(p)
+    return found
+
+
 def list_runs(runs_root: Path) -> list[dict[str, Any]]:
-    """The run folders directly under `runs_root` (newest first), with a few summary numbers."""
+    """The run folders directly under `runs_root` (newest first), with a few summary numbers;
+    an unreadable run is listed with `error` saying why."""
     if not runs_root.is_dir():
         return []
     root = runs_root.resolve()
-    found = [
-        p
-        for p in root.iterdir()
-        if RUN_NAME.fullmatch(p.name)
-        and p.is_dir()
-        and p.resolve().parent == root
-        and (p / CONFIG_FILE).is_file()
-    ]
-    return sorted((_entry(p) for p in found), key=lambda e: -e["modified_s"])
+    rows = [(_modified_s(p), _entry(root, p)) for p in _candidates(root)]
+    rows.sort(key=lambda row: -row[0])
+    return [{**entry, "modified_s": mtime} for mtime, entry in rows]
 
 
-_REPORTS: dict[tuple[str, float], str] = {}
+_REPORTS: dict[tuple[str, Fingerprint], str] = {}
+_RENDER = threading.Lock()  # one render at a time: each holds a whole run in memory
 
 
-def run_report_html(path: Path) -> str:
-    """The HTML report of a run folder, cached while its records file is unchanged."""
-    records = path / RECORDS_FILE
-    key = (str(path), records.stat().st_mtime if records.exists() else 0.0)
-    if key not in _REPORTS:
-        run = read_run(path)
-        summary = read_summary(path) or summarize(run)
-        _REPORTS.clear()  # one report is several MB: keep only the latest
-        _REPORTS[key] = render_html(f"Run {path.name}", run_sections(run, summary, path.name))
-    return _REPORTS[key]
+def run_report_html(runs_root: Path, path: Path) -> str:
+    """The HTML report of a run folder, cached while none of its files changes."""
+    key = (str(path), check_run(runs_root.resolve(), path)[0])
+    with _RENDER:
+        if key not in _REPORTS:
+            with _reading(path):
+                run = read_run(path)
+            summary = _summary(path)
+            with _reading(path):
+                sections = run_sections(run, summary or summarize(run), path.name)
+                html = render_html(f"Run {path.name}", sections)
+            _REPORTS.clear()  # one report is several MB: keep only the latest
+            _REPORTS[key] = html
+        return _REPORTS[key]

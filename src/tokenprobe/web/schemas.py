@@ -28,6 +28,10 @@ MAX_PP = 64
 MAX_POWER_W = 5_000.0
 MAX_CONFIG_CHARS = 64_000
 MAX_CONFIG_NUMBER = 1e9
+# The cost model walks the layers one by one (model.layer_groups): 10^9 layers would hold a
+# worker for hours. The deepest published models have ~126 (Llama 3.1 405B); 1,024 is ample.
+MAX_LAYERS = 1024
+LAYER_KEYS = frozenset({"num_hidden_layers", "n_layer"})  # the keys from_hf_config reads
 
 LIMITS: dict[str, tuple[float, float]] = {
     "input_tokens": (1, MAX_TOKENS),
@@ -65,25 +69,31 @@ class EstimateRequest(WorkloadRequest):
     gpu: str = Field("h100-sxm", min_length=1, max_length=100)
 
 
-def _check_numbers(value: Any, path: str) -> None:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return
-    if isinstance(value, int | float):
-        if not abs(value) <= MAX_CONFIG_NUMBER:
-            raise ConfigError(f"hf_config.{path}", value, f"a number within ±{MAX_CONFIG_NUMBER:g}")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_numbers(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_numbers(v, f"{path}[{i}]")
+def _check_numbers(cfg: dict[str, Any]) -> None:
+    """ConfigError naming the first number of a pasted config that is out of bounds (NaN, inf,
+    beyond ±MAX_CONFIG_NUMBER, or a layer count beyond MAX_LAYERS). Iterative: a deeply nested
+    config costs no stack."""
+    stack: list[tuple[str, Any]] = [(str(k), v) for k, v in cfg.items()]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, int | float):
+            key = path.rsplit(".", 1)[-1]
+            hi = MAX_LAYERS if key in LAYER_KEYS else MAX_CONFIG_NUMBER
+            if not abs(value) <= hi:  # also catches NaN
+                raise ConfigError(f"hf_config.{path}", value, f"a number within ±{hi:g}")
+        elif isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
 
 
 def pasted_model(cfg: dict[str, Any]) -> ModelSpec:
     """A ModelSpec from a pasted config.json, bounded in size and in every number."""
     if len(json.dumps(cfg)) > MAX_CONFIG_CHARS:
         raise ConfigError("hf_config", "...", f"at most {MAX_CONFIG_CHARS:,} characters of JSON")
-    _check_numbers(cfg, "")
+    _check_numbers(cfg)
     try:
         return from_hf_config(cfg, name=str(cfg.get("_name_or_path") or "pasted config"))
     except ConfigError as exc:  # e.g. SchemaError("config.json", "missing key ...")
@@ -117,8 +127,30 @@ def shipped_profile(name: str) -> Profile:
     return load_profile(name)
 
 
-def run_estimate(req: WorkloadRequest, gpu: GpuSpec) -> Estimate:
-    model = pasted_model(req.hf_config) if req.hf_config is not None else catalog_model(req.model)
+def request_model(req: WorkloadRequest) -> ModelSpec:
+    """The request's model: its pasted config if any, else the catalog model it names."""
+    return pasted_model(req.hf_config) if req.hf_config is not None else catalog_model(req.model)
+
+
+def run_estimate(req: WorkloadRequest, gpu: GpuSpec, model: ModelSpec | None = None) -> Estimate:
+    """The estimate of `req` on `gpu` (`model`: request_model(req), when already built).
+
+    A pasted config is unchecked input to the cost model: an arithmetic failure it causes (an
+    overflow when it routes a token to more experts than it has, a division by a zero size) is
+    that config's fault, so it is a ConfigError on `hf_config`, not a server error.
+    """
+    model = model or request_model(req)
+    if req.hf_config is None:
+        return _estimate(req, gpu, model)
+    try:
+        return _estimate(req, gpu, model)
+    except ConfigError:
+        raise
+    except (ArithmeticError, ValueError) as exc:
+        raise ConfigError("hf_config", "...", f"not a usable model config ({exc!r})") from None
+
+
+def _estimate(req: WorkloadRequest, gpu: GpuSpec, model: ModelSpec) -> Estimate:
     profile = shipped_profile(req.profile) if req.profile is not None else None
     return estimate(
         model,
