@@ -1,4 +1,4 @@
-"""The simulator against TensorRT-LLM v0.14's max-throughput table (../shared/validation).
+"""The simulator against TensorRT-LLM v0.14's max-throughput table (validation folder).
 
 Each row is trtllm-bench "throughput": every request queued at once, fixed ISL/OSL, in-flight
 batching; the metric is output tokens / total time. We simulate the same thing (offline arrival,
@@ -18,6 +18,12 @@ inputs), and compare output tokens/s, median ITL and joules per output token (al
 output tokens).
 
     python benchmarks/sim_validate.py [--source trtllm|mlenergy] [--stride K] [--limit N]
+        [--data-dir DIR]
+
+The validation folder is `--data-dir DIR`, else $TOKENPROBE_VALIDATION_DIR, else
+`../shared/validation` beside the repository root (benchmarks/validation_data.py); without it
+the script says in one line where the data is expected and exits 2. On a terminal, stderr shows
+rows done and an ETA; stdout is the table and the JSON line.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import argparse
 import csv
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -34,10 +41,10 @@ from tokenprobe.cost import Deployment, kv_capacity_tokens, make_deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
+from validation_data import Progress, require, run_main
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared/validation"
-CSV = DATA / "trtllm_v0.14_throughput.csv"
-MLENERGY_CSV = DATA / "mlenergy_leaderboard_v3_h100.csv"
+CSV = "trtllm_v0.14_throughput.csv"
+MLENERGY_CSV = "mlenergy_leaderboard_v3_h100.csv"
 MODELS = TRT_MODELS  # one mapping of the TensorRT-LLM doc's model names (calibrate/sources.py)
 GPUS = {"H200": "h200", "H100": "h100-sxm", "A100-SXM": "a100-sxm-80gb"}
 GPUS |= {"A100-PCIE": "a100-pcie-80gb", "L40S": "l40s"}
@@ -133,19 +140,23 @@ def main_mlenergy(rows: list[dict[str, str]]) -> None:
     errors: dict[str, list[float]] = {}
     skipped: dict[str, int] = {}
     t0 = time.perf_counter()
+    progress = Progress(len(rows), "sim_validate mlenergy")
     for row in rows:
         label = f"{row['model'][:28]:<28} x{row['gpu_count']} seqs {row['max_num_seqs']:>4}"
         try:
             metrics = run_mlenergy_row(row)
-        except (TokenprobeError, KeyError) as exc:
+        except (TokenprobeError, KeyError, ValueError) as exc:
             reason = type(exc).__name__ + ": " + str(exc)[:70]
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
+        finally:
+            progress.step()
         parts = []
         for name, (measured, predicted) in metrics.items():
             errors.setdefault(name, []).append(abs(predicted / measured - 1))
             parts.append(f"{name} {measured:8.2f} vs {predicted:8.2f}")
         print(label, " | ".join(parts))
+    progress.close()
     for reason, count in skipped.items():
         print(f"skipped {count}: {reason}")
     print(json.dumps({
@@ -159,33 +170,66 @@ def main_mlenergy(rows: list[dict[str, str]]) -> None:
     }))  # fmt: skip
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The CSV's rows; an unreadable or undecodable file is one line and exit 2."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        print(f"error: cannot read {path}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", choices=("trtllm", "mlenergy"), default="trtllm")
-    parser.add_argument("--stride", type=int, default=1, help="every k-th row")
+    parser.add_argument("--stride", type=_positive, default=1, help="every k-th row")
     parser.add_argument("--limit", type=int, default=0, help="at most this many rows")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of the validation CSVs (default: $TOKENPROBE_VALIDATION_DIR, else "
+        "../shared/validation beside the repository)",
+    )
     args = parser.parse_args()
-    path = CSV if args.source == "trtllm" else MLENERGY_CSV
-    rows = list(csv.DictReader(path.open()))[:: args.stride]
-    rows = rows[: args.limit] if args.limit else rows
+    name = CSV if args.source == "trtllm" else MLENERGY_CSV
+    folder = require(args.data_dir, [name], need_all=True)
+    rows = _rows(folder / name)[:: args.stride]
+    rows = rows[: args.limit] if args.limit > 0 else rows
     if args.source == "mlenergy":
         main_mlenergy(rows)
         return
+    main_trtllm(rows)
+
+
+def main_trtllm(rows: list[dict[str, str]]) -> None:
     errors: list[float] = []
     skipped: dict[str, int] = {}
     t0 = time.perf_counter()
+    progress = Progress(len(rows), "sim_validate trtllm")
     for row in rows:
         label = f"{row['model']:<16} {row['gpu'][:14]:<14} {row['weight_precision']:<4} "
         label += f"tp{row['tp']} {row['isl']:>5}/{row['osl']:<5}"
         try:
             measured, predicted, n = run_row(row)
-        except (TokenprobeError, KeyError) as exc:
+        except (TokenprobeError, KeyError, ValueError) as exc:
             reason = type(exc).__name__ + ": " + str(exc)[:60]
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
+        finally:
+            progress.step()
         err = predicted / measured - 1
         errors.append(abs(err))
         print(f"{label} measured {measured:9.1f} simulated {predicted:9.1f} ({err:+.0%}, n={n})")
+    progress.close()
     for reason, count in skipped.items():
         print(f"skipped {count}: {reason}")
     mape = statistics.median(errors) if errors else None
@@ -200,4 +244,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -1,4 +1,4 @@
-"""Accuracy of the estimator against public measurements in ../shared/validation.
+"""Accuracy of the estimator against the public measurements of the validation folder.
 
 Also against the public online-serving measurements collected in benchmarks/data (SGLang, vLLM
 0.10-0.13 and TensorRT-LLM 1.x `bench serve` runs; see its README), replayed through the serving
@@ -12,8 +12,13 @@ the model's default parameters and with the shipped engine profile of the row's 
 profile's own record of its fit (fitted vs held-out sources, before -> after). Rows that cannot be
 run are counted by reason.
 
-Usage: python benchmarks/validate.py [--validation-dir DIR] [--rows] [--efficiency K=V ...];
-prints tables, then one JSON line with every figure.
+The validation folder is `--data-dir DIR`, else $TOKENPROBE_VALIDATION_DIR, else
+`../shared/validation` beside the repository root (benchmarks/validation_data.py; a clone without
+it gets one line saying where the data is expected, exit 2). docs/accuracy.md holds the figures.
+
+Usage: python benchmarks/validate.py [--data-dir DIR] [--only NAME ...] [--no-sim] [--no-extra]
+[--rows] [--efficiency K=V ...]; prints tables, then one JSON line with every figure (stdout).
+On a terminal, stderr shows rows done and an ETA (the whole run takes ~8 min on 2 cores).
 """
 
 from __future__ import annotations
@@ -37,9 +42,10 @@ from tokenprobe.calibrate import (
     summarize,
 )
 from tokenprobe.calibrate.observations import LoadResult
-from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency
+from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
+from tokenprobe.errors import TokenprobeError
+from validation_data import Progress, require, run_main
 
-DEFAULT_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 CSVS = (
     "argonne_llm_inference_bench.csv",
     "trtllm_v0.9.0_static_batch.csv",
@@ -50,7 +56,18 @@ SIMULATED = ("trtllm_v0.14_throughput.csv",)  # each row is a simulated offline 
 EXTRA_DIR = Path(__file__).resolve().parent / "data"
 
 
-def with_profiles(rows: Sequence[Row]) -> list[Observation]:
+def with_defaults(
+    rows: Sequence[Row], eff: Efficiency, power: PowerModel, progress: Progress
+) -> list[Observation]:
+    """Each row predicted with the default parameters (row by row, for the progress line)."""
+    out: list[Observation] = []
+    for row in rows:
+        out.extend(observe([row], eff, power))
+        progress.step()
+    return out
+
+
+def with_profiles(rows: Sequence[Row], progress: Progress) -> list[Observation]:
     """Each row predicted with its engine's shipped profile (defaults where none ships)."""
     shipped = set(shipped_profiles())
     out: list[Observation] = []
@@ -60,6 +77,7 @@ def with_profiles(rows: Sequence[Row]) -> list[Observation]:
             out.extend(observe([row], p.efficiency, p.power))
         else:
             out.extend(observe([row]))
+        progress.step()
     return out
 
 
@@ -130,7 +148,23 @@ def _fit_records() -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--validation-dir", type=Path, default=DEFAULT_DIR)
+    parser.add_argument(
+        "--data-dir",
+        "--validation-dir",
+        dest="data_dir",
+        type=Path,
+        default=None,
+        help="folder of the validation CSVs (default: $TOKENPROBE_VALIDATION_DIR, else "
+        "../shared/validation beside the repository)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only the CSVs whose file name contains NAME (repeatable; also filters "
+        "benchmarks/data), e.g. --only trtllm_v0.9",
+    )
     parser.add_argument("--rows", action="store_true", help="print every row's error")
     parser.add_argument(
         "--no-sim",
@@ -148,22 +182,56 @@ def main(argv: list[str] | None = None) -> int:
         help="override a default efficiency parameter (what-if; profiles are unaffected)",
     )
     args = parser.parse_args(argv)
-    if not args.validation_dir.is_dir():
-        print(f"validation dir not found: {args.validation_dir}", file=sys.stderr)
+    try:
+        return run(args)
+    except TokenprobeError as exc:  # a bad CSV or --efficiency value: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    overrides = {k: float(v) for k, _, v in (item.partition("=") for item in args.efficiency)}
-    eff: Efficiency = DEFAULT_EFFICIENCY.with_overrides(overrides)
+
+
+def _wanted(name: str, only: Sequence[str]) -> bool:
+    return not only or any(part in name for part in only)
+
+
+def _load(args: argparse.Namespace) -> LoadResult:
+    """Rows of the selected validation CSVs and (unless --no-extra) of benchmarks/data."""
+    names = [n for n in CSVS if _wanted(n, args.only) and not (args.no_sim and n in SIMULATED)]
+    extra = [] if args.no_extra else sorted(EXTRA_DIR.glob("*.csv"))
+    extra = [p for p in extra if _wanted(p.name, args.only)]
+    if not names and not extra:
+        known = ", ".join([*CSVS, *(p.name for p in sorted(EXTRA_DIR.glob("*.csv")))])
+        print(f"error: --only {' '.join(args.only)} matches none of: {known}", file=sys.stderr)
+        raise SystemExit(2)
     data = LoadResult()
-    for name in CSVS:
-        if args.no_sim and name in SIMULATED:
-            continue
-        if (args.validation_dir / name).exists():
-            data.extend(load_csv(args.validation_dir / name))
-    if not args.no_extra:
-        for path in sorted(EXTRA_DIR.glob("*.csv")):
-            data.extend(load_csv(path))
-    default = observe(data.rows, eff, DEFAULT_POWER)
-    profiled = with_profiles(data.rows)
+    if names:  # only benchmarks/data selected: the validation folder is not needed
+        folder = require(args.data_dir, names or list(CSVS), need_all=False)
+        for name in names:
+            if (folder / name).is_file():
+                data.extend(load_csv(folder / name))
+    for path in extra:
+        data.extend(load_csv(path))
+    return data
+
+
+def _overrides(items: Sequence[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            print(f"error: --efficiency {item!r}: expected KEY=NUMBER", file=sys.stderr)
+            raise SystemExit(2) from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    eff: Efficiency = DEFAULT_EFFICIENCY.with_overrides(_overrides(args.efficiency))
+    data = _load(args)
+    progress = Progress(2 * len(data.rows), "validate (defaults, then shipped profiles)")
+    default = with_defaults(data.rows, eff, DEFAULT_POWER, progress)
+    profiled = with_profiles(data.rows, progress)
+    progress.close()
     if args.rows:
         for c in sorted(default, key=lambda c: (c.source, c.metric, c.error)):
             print(f"{c.source:22} {c.metric:24} {100 * c.error:+7.1f}%  {c.engine:13} {c.label}")
@@ -189,4 +257,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)
