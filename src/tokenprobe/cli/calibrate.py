@@ -23,7 +23,10 @@ from tokenprobe.calibrate import (
 from tokenprobe.calibrate import calibrate as run_calibration
 from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, progress, prose
+from tokenprobe.errors import ConfigError
 from tokenprobe.files import check_out_file
+from tokenprobe.hardware import get_gpu
+from tokenprobe.model import get_model
 
 ERROR_COLUMNS = (
     Col("set", kind="name"),
@@ -142,7 +145,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
-        raise typer.BadParameter(f"{name}: comma-separated integers, got {text!r}") from None
+        raise ConfigError(name, text, "comma-separated integers") from None
 
 
 @app.command()
@@ -170,6 +173,21 @@ def profile(
     Prefill vs length, decode step vs batch x context, peak memory and NVML energy, written as a
     run that `calibrate` reads. Needs PyTorch (the `profile` extra) and a CUDA GPU; without them
     it says so in one line and exits 0."""
+
+    def make_spec() -> ProfileSpec:
+        get_model(model)  # a bad model or flag is bad input (2) with or without a GPU here
+        if gpu is not None:
+            get_gpu(gpu)
+        return ProfileSpec(
+            model=model,
+            dtype=dtype,
+            batches=_ints(batches, "batches"),
+            contexts=_ints(contexts, "contexts"),
+            prefill_lengths=_ints(prefill_lengths, "prefill-lengths"),
+            gpu=gpu,
+        )
+
+    spec = guarded(make_spec)
     reason = gpu_unavailable_reason()
     if reason is not None:
         console.print(
@@ -181,14 +199,6 @@ def profile(
         raise typer.Exit(0)
 
     def work() -> None:
-        spec = ProfileSpec(
-            model=model,
-            dtype=dtype,
-            batches=_ints(batches, "batches"),
-            contexts=_ints(contexts, "contexts"),
-            prefill_lengths=_ints(prefill_lengths, "prefill-lengths"),
-            gpu=gpu,
-        )
         run = profile_gpu(spec)
         path = write_profile_run(run, out)
         console.print(

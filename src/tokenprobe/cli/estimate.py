@@ -12,6 +12,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cost import Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
@@ -26,7 +27,9 @@ def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") 
         try:
             if not sep:
                 raise ValueError(item)
-            out[key.strip()] = float(value)
+            out[key.strip()] = finite(f"{field}.{key.strip()}", value.strip())
+        except ConfigError:
+            raise
         except ValueError:
             raise ConfigError(field, item, f"key=number, e.g. {example}") from None
     return out

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.errors import ConfigError
-from tokenprobe.records import RunWriter, TelemetrySample
+from tokenprobe.records import RunWriter, TelemetrySample, prepare_run_folder
 from tokenprobe.telemetry import (
     EnergyMeter,
     Exporter,
@@ -140,6 +140,10 @@ def run_monitor(
     as_json: bool,
 ) -> dict[str, Any]:
     _check(period_s, duration_s, port)
+    if out is not None:  # a file or unwritable path: refused before sampling starts
+        prepare_run_folder(out, overwrite=True)
+    if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError("run", str(run_dir), "is not a folder (the run folder being written)")
     config = {"command": "monitor", "period_s": period_s, "pid": pid}
     writer = RunWriter(out, "measured", config, wall_s()) if out is not None else None
     on_sample = writer.add_telemetry if writer is not None else None

@@ -23,6 +23,9 @@ def serve_cmd(
     """Serve the calculator and run browser at http://HOST:PORT/ until Ctrl-C."""
     from tokenprobe.web import serve
 
+    if runs_dir.exists() and not runs_dir.is_dir():
+        err_console.print(f"[bold red]error:[/] runs_dir={str(runs_dir)!r}: is not a folder")
+        raise typer.Exit(2)
     if host not in LOOPBACK:
         err_console.print(
             f"[yellow]warning:[/] binding {host}: anyone who can reach it can use the app"

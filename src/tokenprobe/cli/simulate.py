@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.text import Text
@@ -17,6 +17,7 @@ from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
+from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
     ENGINES,
     SCENARIOS,
@@ -52,17 +53,25 @@ class ServerFlags:
         base = base or SchedulerConfig()
         return replace(
             base,
-            max_num_seqs=self.max_num_seqs or base.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens or base.max_num_batched_tokens,
+            max_num_seqs=_given(self.max_num_seqs, base.max_num_seqs),
+            max_num_batched_tokens=_given(self.max_num_batched_tokens, base.max_num_batched_tokens),
             chunked_prefill=base.chunked_prefill and not self.no_chunked_prefill,
-            block_size=self.block_size or base.block_size,
+            block_size=_given(self.block_size, base.block_size),
             prefix_caching=(
                 base.prefix_caching if self.prefix_caching is None else self.prefix_caching
             ),
-            gpu_memory_utilization=self.gpu_memory_utilization or base.gpu_memory_utilization,
+            gpu_memory_utilization=_given(self.gpu_memory_utilization, base.gpu_memory_utilization),
             capacity_policy=self.capacity_policy or base.capacity_policy,
             memory_rule=self.memory_rule or base.memory_rule,
         )
+
+
+_T = TypeVar("_T")
+
+
+def _given(flag: _T | None, default: _T) -> _T:
+    """The flag when given (0 included, which SchedulerConfig then refuses), else the default."""
+    return default if flag is None else flag
 
 
 @app.command("simulate")
@@ -150,6 +159,8 @@ def simulate_cmd(
         return
 
     def run(progress: ProgressFn | None) -> SimResult:
+        if out is not None:  # a file or unwritable path is refused before the simulation
+            prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
             raise ConfigError("model/gpu", (model, gpu), "both are needed (or use --scenario)")
         shape_flags = (input_tokens, output_tokens, rate, concurrency)

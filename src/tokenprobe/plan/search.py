@@ -44,7 +44,7 @@ from tokenprobe.model import get_model
 from tokenprobe.precision import get_dtype
 from tokenprobe.sim import SchedulerConfig, max_rate_per_s, simulate
 from tokenprobe.units import MEGA, SECONDS_PER_HOUR
-from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
+from tokenprobe.workload import MAX_REQUESTS, Arrival, LengthDist, Workload, fixed
 
 SIM_REQUESTS = 300
 
@@ -122,6 +122,8 @@ class PlanRequest:
                 raise ConfigError(name, value, "a positive number of seconds")
         if not self.candidates:
             raise ConfigError("candidates", (), "at least one GPU x dtype x TP to try")
+        if isinstance(self.num_requests, bool) or not 1 <= self.num_requests <= MAX_REQUESTS:
+            raise ConfigError("num_requests", self.num_requests, f"in [1, {MAX_REQUESTS:,}]")
         self._check_names()
         missing = {c.gpu for c in self.candidates} - set(self.prices_per_gpu_hour)
         if self.prices_per_gpu_hour and missing:
@@ -307,6 +309,8 @@ def plan(
     if ray_address is not None:
         results = _evaluate_on_ray(req, todo, ray_address, progress)
         return Plan(req, [_priced(req, o) for o in results])
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise ConfigError("workers", workers, "a positive number of processes")
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     results = []
     if n_workers <= 1 or len(todo) == 1:
