@@ -40,8 +40,9 @@ from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.models import served_models
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset, synthetic_prompts
-from tokenprobe.metrics import latency_stats, summarize
+from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
 from tokenprobe.units import now_s, wall_s
 
@@ -87,6 +88,10 @@ async def run_bench_async(
 
     `hide`: secrets to redact in the run folder besides the config's own (the caller's, e.g. the
     credentials of a separate /metrics URL)."""
+    model_source = "given"
+    if not config.model:
+        config = replace(config, model=(await served_models(config.url, config.api_key()))[0])
+        model_source = "server /models"
     target = Target(
         base_url=config.url,
         model=config.model,
@@ -94,18 +99,23 @@ async def run_bench_async(
         timeout_s=config.timeout_s,
         api_key=config.api_key(),
         ignore_eos=config.ignore_eos,
+        extra_body=config.request_fields(),
     )
     if config.seed is None:
         config = replace(config, seed=secrets.randbits(31))
+    # fresh words per run and sweep point, even with a given seed (prompts module docstring)
+    salt = "" if config.allow_prefix_reuse else f"{secrets.token_hex(4)}.{config.sweep_point}"
     dataset = load_dataset(config.dataset) if config.dataset is not None else None
     connections = config.concurrency or config.max_concurrency or 0
     async with StreamClient(target, now_s(), max_connections=connections) as client:
         await preflight(client)
-        pool, verified = await _prompt_pool(config, client, dataset)
+        pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
         run_config = {
             **config.to_dict(),
+            "model_source": model_source,
+            "prompt_salt": salt,
             "input_tokens_verified": verified,
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
@@ -153,7 +163,7 @@ def _preflight_message(target: Target, record: RequestRecord) -> str:
 
 
 async def _prompt_pool(
-    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None
+    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None, salt: str
 ) -> tuple[list[PromptItem], bool]:
     if dataset is not None:
         return dataset, False
@@ -161,7 +171,7 @@ async def _prompt_pool(
     count = _pool_size(config) + config.warmup
     tokenize = client.tokenize_prompt if config.verify_input_tokens else _no_tokenizer
     assert config.seed is not None
-    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize)
+    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize, salt=salt)
 
 
 async def _no_tokenizer(_text: str) -> int | None:
@@ -345,34 +355,9 @@ async def sleep_until(t_abs_s: float) -> None:
         await asyncio.sleep(0)
 
 
-def client_figures(run: Run) -> dict[str, Any]:
-    """The client's own figures: send lag (s) and where token counts came from."""
-    lags = [r.sent_s - r.scheduled_s for r in run.records]
-    sources: dict[str, int] = {}
-    for r in run.records:
-        if r.ok:
-            sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
-    return {
-        "send_lag_s": {**latency_stats(lags), "max": max(lags) if lags else None},
-        # re-sent once after a pooled connection was found closed (loadgen.client docstring)
-        "retried_requests": sum(1 for r in run.records if r.extra.get("retries")),
-        "keep_alive": run.config.get("keep_alive"),
-        "token_count_source": dict(sorted(sources.items())),
-        "input_tokens_verified": run.config.get("input_tokens_verified"),
-        "warmup_errors": run.config.get("warmup_errors"),
-    }
-
-
-def bench_summary(
-    run: Run, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None
-) -> dict[str, Any]:
-    """`metrics.summarize(run)` plus the client's figures under "client"."""
-    return {**summarize(run, slo_ttft_s, slo_tpot_s), "client": client_figures(run)}
-
-
 def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> list[BenchConfig]:
     """One config per sweep point (`field`: "concurrency" or "rate_per_s"), each in out/<point>."""
-    configs = []
+    configs: list[BenchConfig] = []
     for value in values:
         if field == "concurrency":
             changes: dict[str, Any] = {"concurrency": int(value), "rate_per_s": None}
@@ -380,5 +365,5 @@ def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> l
             changes = {"rate_per_s": float(value), "concurrency": None}
         point = f"{field}_{value:g}"
         out = str(Path(config.out) / point) if config.out else None
-        configs.append(replace(config, out=out, **changes))
+        configs.append(replace(config, out=out, sweep_point=len(configs), **changes))
     return configs
