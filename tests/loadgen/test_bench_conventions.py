@@ -104,7 +104,10 @@ def test_prefix_cache_hits_nobody_asked_for_give_a_warning(llama: LlamaServer, t
     summary = read_summary(out)
     assert summary is not None
     assert summary["client"]["prefix_cache"]["hits"] >= 2  # every request after the first
-    assert len(summary["warnings"]) == 1 and "dataset repeats prompts" in summary["warnings"][0]
+    cache, repeated = summary["warnings"][1], summary["warnings"][0]
+    assert "dataset repeats prompts" in cache
+    assert "2 requests re-sent a prompt" in repeated and "pool of 1 prompts" in repeated
+    assert summary["client"]["repeated_prompts"] == 2
 
 
 def test_model_defaults_to_the_first_served_model(llama: LlamaServer, tmp_path: Path):

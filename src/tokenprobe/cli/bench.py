@@ -1,7 +1,8 @@
-"""`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in
-`vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
-summary (metrics.summarize plus the client's own figures) on stdout. `--telemetry` samples the
-GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.bench`).
+"""`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in `vllm
+bench serve`, GuideLLM and AIPerf results (the format is detected; --from overrides). Live progress
+goes to stderr; `--json` prints only the summary (metrics.summarize plus the client's own figures)
+on stdout. `--telemetry` samples the GPUs, the host and the server's own /metrics on the run's
+clock (`tokenprobe.bench`).
 
 Exit codes: 2 for bad input (a flag, an --out that already holds a run without --overwrite, is a
 file or cannot be written), 1 when the run could not be completed (server unusable, disk full
@@ -330,9 +331,14 @@ def error_verdict(summary: dict[str, Any], max_error_rate: float) -> str | None:
 
 @app.command("bench-import")
 def bench_import_cmd(
-    path: Annotated[str, typer.Argument(help="Result JSON of `vllm bench serve` or GuideLLM")],
+    path: Annotated[
+        str,
+        typer.Argument(help="`vllm bench serve` or GuideLLM JSON, AIPerf profile_export.jsonl"),
+    ],
     out: Annotated[str, typer.Option(help="Run folder to write (one per benchmark)")],
-    source: Annotated[str, typer.Option("--from", help="vllm or guidellm")] = "vllm",
+    source: Annotated[
+        str, typer.Option("--from", help="auto (detected), vllm, guidellm or aiperf")
+    ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:

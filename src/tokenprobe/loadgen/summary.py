@@ -41,6 +41,7 @@ def client_figures(run: Run) -> dict[str, Any]:
         "input_tokens_verified": run.config.get("input_tokens_verified"),
         "warmup_errors": run.config.get("warmup_errors"),
         "prefix_cache": prefix_cache_figures(run.records),
+        "repeated_prompts": repeated_prompts(run),
     }
 
 
@@ -70,10 +71,35 @@ def prefix_cache_figures(records: list[RequestRecord]) -> dict[str, Any]:
     }
 
 
+def repeated_prompts(run: Run) -> int:
+    """Requests that re-sent a prompt of the run's pool (the runner cycles through
+    `prompt_pool` prompts: a dataset's, or at most runner.MAX_POOL synthetic ones)."""
+    pool = run.config.get("prompt_pool")
+    if not isinstance(pool, int) or isinstance(pool, bool) or pool <= 0:
+        return 0
+    return max(len(run.records) - pool, 0)
+
+
 def run_warnings(run: Run, figures: dict[str, Any]) -> list[str]:
-    """What a reader of the results must know: prefix-cache hits nobody asked for."""
-    cache = figures["prefix_cache"]
-    if not cache["hits"] or run.config.get("allow_prefix_reuse"):
+    """What a reader of the results must know: prefix-cache hits nobody asked for, and prompts
+    sent more than once."""
+    if run.config.get("allow_prefix_reuse"):
+        return []
+    repeated = figures["repeated_prompts"]
+    notes = (
+        [
+            f"{repeated} requests re-sent a prompt already sent in this run (a pool of "
+            f"{run.config['prompt_pool']} prompts, cycled); a server with a prefix cache may "
+            "answer them from it"
+        ]
+        if repeated
+        else []
+    )
+    return notes + _cache_warning(run, figures["prefix_cache"])
+
+
+def _cache_warning(run: Run, cache: dict[str, Any]) -> list[str]:
+    if not cache["hits"]:
         return []
     share = cache["cached_share"] or 0.0
     why = (
