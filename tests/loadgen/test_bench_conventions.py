@@ -49,9 +49,10 @@ def test_slos_and_goodput_are_kept_in_summary_and_config(llama: LlamaServer, tmp
     common = ["--model", "smollm2", "--concurrency", "2", "--num-requests", "4"]
     for out, slo in ((loose, "60"), (strict, "0.000001")):
         args = [*common, "--slo-ttft-s", slo, "--slo-tpot-s", slo]
-        result = runner.invoke(app, _bench(llama.url, out, *args))
+        result = runner.invoke(app, _bench(llama.url, out, *args), env={"COLUMNS": "300"})
         assert result.exit_code == 0, result.output
         assert _config(out)["slo_ttft_s"] == _config(out)["slo_tpot_s"] == float(slo)
+        assert "goodput" in result.output and "TTFT <=" in result.output
     loose_summary, strict_summary = read_summary(loose), read_summary(strict)
     assert loose_summary is not None and strict_summary is not None
     assert loose_summary["slo_ttft_s"] == 60.0
@@ -91,13 +92,33 @@ def test_sweep_points_send_fresh_prompts_and_reuse_is_opt_in(llama: LlamaServer,
     assert read_summary(second)["warnings"] == []  # type: ignore[index]
 
 
-def test_prefix_cache_hits_nobody_asked_for_give_a_warning(llama: LlamaServer, tmp_path: Path):
+def test_chat_template_tokens_shared_by_every_request_give_no_warning(
+    llama: LlamaServer, tmp_path: Path
+):
+    """Every chat request shares its template's system prompt, which llama.cpp serves from its
+    cache: fresh prompts, so no warning; the template's size is measured and kept."""
+    out = tmp_path / "chat"
+    args = ["--model", "smollm2", "--endpoint", "chat", "--concurrency", "1"]
+    result = runner.invoke(app, _bench(llama.url, out, *args, "--num-requests", "3"))
+    assert result.exit_code == 0, result.output
+    run = read_run(out)
+    template = run.config["template_tokens"]
+    assert template == run.records[0].input_tokens - 24 > 0  # 24: --input-tokens
+    assert 0 < max(_cached(out)) <= template  # the template is cached, not the prompts
+    assert read_summary(out)["warnings"] == []  # type: ignore[index]
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_prefix_cache_hits_nobody_asked_for_give_a_warning(
+    llama: LlamaServer, tmp_path: Path, endpoint: str
+):
     data = tmp_path / "same.jsonl"
     prompt = "Tell me a story about a cat who lived in a lighthouse by the sea, in ten words."
     data.write_text(json.dumps({"prompt": prompt}) + "\n")
     out = tmp_path / "run"
     args = ["bench", "--url", llama.url, "--model", "smollm2", "--dataset", str(data)]
     args += ["--output-tokens", "2", "--concurrency", "1", "--num-requests", "3"]
+    args += ["--endpoint", endpoint]
     result = runner.invoke(app, [*args, "--out", str(out)], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "prefix cache" in result.output

@@ -416,6 +416,16 @@ def _render_summary(s: dict[str, Any], out: str) -> None:
         f"token counts from {s['client']['token_count_source'] or '-'}",
         markup=False,
     )
+    if s.get("goodput_requests_per_s") is not None:
+        slos = [
+            f"{name} <= {_ms(s[key])} ms"
+            for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+            if s.get(key) is not None
+        ]
+        prose(
+            f"goodput {s['goodput_requests_per_s']:.2f} req/s ({' and '.join(slos)})",
+            markup=False,
+        )
     retried = s["client"].get("retried_requests")
     if retried:
         err_console.print(

@@ -54,6 +54,7 @@ OnStart = Callable[[float, Run, RunWriter | None], None]
 POOL_FOR_DURATION = 1024  # distinct synthetic prompts prepared for a closed-loop timed run
 MAX_POOL = 4096
 PREFLIGHT_TIMEOUT_S = 30.0
+PREFLIGHT_PROMPT = "Hello"
 SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
 
 
@@ -108,7 +109,7 @@ async def run_bench_async(
     dataset = load_dataset(config.dataset) if config.dataset is not None else None
     connections = config.concurrency or config.max_concurrency or 0
     async with StreamClient(target, now_s(), max_connections=connections) as client:
-        await preflight(client)
+        template_tokens = await _template_tokens(client, await preflight(client))
         pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
@@ -116,6 +117,7 @@ async def run_bench_async(
             **config.to_dict(),
             "model_source": model_source,
             "prompt_salt": salt,
+            "template_tokens": template_tokens,
             "input_tokens_verified": verified,
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
@@ -125,7 +127,7 @@ async def run_bench_async(
         return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
-async def preflight(client: StreamClient) -> None:
+async def preflight(client: StreamClient) -> RequestRecord:
     """One tiny request; raise ServerError saying why when the server cannot be measured.
 
     Its timeout is at least PREFLIGHT_TIMEOUT_S: it checks that the server answers at all, so a
@@ -135,7 +137,7 @@ async def preflight(client: StreamClient) -> None:
     a fresh connection per request instead of racing the server's close (see `loadgen.client`).
     """
     timeout_s = max(client.target.timeout_s, PREFLIGHT_TIMEOUT_S)
-    spec = RequestSpec("preflight", "Hello", 1)
+    spec = RequestSpec("preflight", PREFLIGHT_PROMPT, 1)
     record = await client.send(spec, 0.0, timeout_s=timeout_s)
     if not record.ok:
         raise ServerError(_preflight_message(client.target, record))
@@ -143,6 +145,22 @@ async def preflight(client: StreamClient) -> None:
     again = await client.send(spec, 0.0, timeout_s=timeout_s)
     if again.ok and client.connections_opened > opened:
         client.keep_alive = False
+    return record
+
+
+async def _template_tokens(client: StreamClient, preflight_record: RequestRecord) -> int | None:
+    """Prompt tokens the endpoint adds around a prompt: 0 for completions; for chat, the chat
+    template's (its system prompt and role markers, which every request shares and a prefix
+    cache may serve): the preflight's usage minus the server's /tokenize count of its prompt.
+    None when the server does not say (no usage or no /tokenize)."""
+    if client.target.endpoint != "chat":
+        return 0
+    if preflight_record.token_count_source != "usage":
+        return None
+    counted = await client.tokenize_prompt(PREFLIGHT_PROMPT)
+    if counted is None or preflight_record.input_tokens < counted:
+        return None
+    return preflight_record.input_tokens - counted
 
 
 def _preflight_message(target: Target, record: RequestRecord) -> str:

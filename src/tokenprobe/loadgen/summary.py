@@ -7,9 +7,11 @@ the goodput and the SLOs it was counted against.
 Prefix-cache hits the workload did not ask for: llama.cpp reports the prompt tokens it took from
 its cache (`timings.cache_n`), vLLM and SGLang `usage.prompt_tokens_details.cached_tokens`
 (`server_cached_tokens` in a record's extra). A request counts as answered from the cache when
-more than max(CACHE_TOLERANCE_TOKENS, CACHE_TOLERANCE_SHARE x its prompt) tokens were cached:
-fresh synthetic prompts still share the BOS token and the leading digits of their index (and a
-chat template's header), a few tokens whatever the prompt length. Unless the run allowed prefix
+more than T + max(CACHE_TOLERANCE_TOKENS, CACHE_TOLERANCE_SHARE x (its prompt - T)) tokens were
+cached, T the chat template's tokens (`template_tokens` in the run config; 0 for completions):
+every chat request shares its template's system prompt and role markers, and fresh synthetic
+prompts still share the BOS token and the leading digits of their index, a few tokens whatever
+the prompt length. Unless the run allowed prefix
 reuse, such hits give a warning: the measured TTFT is then below a fresh prompt's.
 """
 
@@ -40,7 +42,7 @@ def client_figures(run: Run) -> dict[str, Any]:
         "token_count_source": dict(sorted(sources.items())),
         "input_tokens_verified": run.config.get("input_tokens_verified"),
         "warmup_errors": run.config.get("warmup_errors"),
-        "prefix_cache": prefix_cache_figures(run.records),
+        "prefix_cache": prefix_cache_figures(run.records, _int(run.config.get("template_tokens"))),
         "repeated_prompts": repeated_prompts(run),
     }
 
@@ -50,19 +52,26 @@ def _cached(record: RequestRecord) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
-def prefix_cache_figures(records: list[RequestRecord]) -> dict[str, Any]:
+def _tolerated(prompt_tokens: int, template_tokens: int | None) -> float:
+    """Cached tokens a fresh prompt of `prompt_tokens` (template included) may still show."""
+    template = template_tokens or 0
+    own = max(prompt_tokens - template, 0)
+    return template + max(CACHE_TOLERANCE_TOKENS, CACHE_TOLERANCE_SHARE * own)
+
+
+def prefix_cache_figures(
+    records: list[RequestRecord], template_tokens: int | None = 0
+) -> dict[str, Any]:
     """Cached prompt tokens the server reported: total, share of prompt tokens, and how many
-    requests were answered from the cache (see the module docstring); None where not reported."""
+    requests were answered from the cache (see the module docstring); None where not reported.
+    `template_tokens`: the tokens the endpoint's template adds to every prompt (chat), which
+    every request shares and the server may serve from its cache (runner._template_tokens)."""
     reported = [(r, c) for r in records if r.ok and (c := _cached(r)) is not None]
     if not reported:
         return {"reported_requests": 0, "cached_tokens": None, "cached_share": None, "hits": None}
     cached = sum(c for _, c in reported)
     prompt = sum(max(r.input_tokens, c) for r, c in reported)
-    hits = sum(
-        1
-        for r, c in reported
-        if c > max(CACHE_TOLERANCE_TOKENS, CACHE_TOLERANCE_SHARE * r.input_tokens)
-    )
+    hits = sum(1 for r, c in reported if c > _tolerated(r.input_tokens, template_tokens))
     return {
         "reported_requests": len(reported),
         "cached_tokens": cached,
@@ -116,11 +125,16 @@ def _cache_warning(run: Run, cache: dict[str, Any]) -> list[str]:
 
 def run_slos(run: Run) -> tuple[float | None, float | None]:
     """The SLOs kept in the run config (None where not given)."""
-    values = [run.config.get(k) for k in ("slo_ttft_s", "slo_tpot_s")]
-    ttft, tpot = (
-        v if isinstance(v, int | float) and not isinstance(v, bool) else None for v in values
-    )
+    ttft, tpot = (_number(run.config.get(k)) for k in ("slo_ttft_s", "slo_tpot_s"))
     return ttft, tpot
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def bench_summary(
