@@ -244,3 +244,28 @@ def test_no_live_progress_when_not_a_tty(fake: FakeServer, tmp_path: Path):
     result = runner.invoke(app, _bench(fake.url("ok"), tmp_path / "run", *args))
     assert result.exit_code == 0, result.output
     assert "ETA" not in result.output and "req/s" in result.output  # the summary line only
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"sampling_seed": -3}, "sampling_seed"),
+        ({"slo_ttft_s": 0.0}, "slo_ttft_s"),
+        ({"slo_tpot_s": float("inf")}, "slo_tpot_s"),
+        ({"extra_body": {"stream": False}}, "extra_body"),
+        ({"extra_body": ["x"]}, "extra_body"),
+    ],
+)
+def test_bad_request_options_are_refused_by_name(change: dict[str, Any], field: str):
+    from tokenprobe.errors import ConfigError
+    from tokenprobe.loadgen import BenchConfig
+
+    base: dict[str, Any] = {"url": "http://h/v1", "model": "m", "concurrency": 1}
+    base.update(num_requests=1, input_tokens=8, **change)
+    with pytest.raises(ConfigError) as info:
+        BenchConfig(**base)
+    assert info.value.field == field
