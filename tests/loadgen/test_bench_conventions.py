@@ -269,3 +269,34 @@ def test_bad_request_options_are_refused_by_name(change: dict[str, Any], field: 
     with pytest.raises(ConfigError) as info:
         BenchConfig(**base)
     assert info.value.field == field
+
+
+def test_past_the_pool_prompts_are_reshuffled_not_repeated(
+    llama: LlamaServer, fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A run longer than its prompt pool (runner.MAX_POOL, made 2 here) sends new prompts of the
+    same words and length: the real server counts each as --input-tokens and caches none."""
+    import tokenprobe.loadgen.runner
+
+    monkeypatch.setattr(tokenprobe.loadgen.runner, "MAX_POOL", 2)
+    bodies: list[dict[str, Any]] = []
+
+    async def keep(request: web.Request, n: int) -> web.StreamResponse:
+        bodies.append(await request.json())
+        return await raw_stream(request, good_stream(n))
+
+    common = ["--model", "m", "--concurrency", "1", "--num-requests", "5", "--seed", "2"]
+    url = fake.script("keep_cycled", keep)
+    assert runner.invoke(app, _bench(url, tmp_path / "fake", *common)).exit_code == 0
+    prompts = [b["prompt"] for b in bodies]
+    assert len(set(prompts)) == 5  # 2 pooled prompts, 3 reshuffles
+    assert sorted(prompts[2].split()) == sorted(prompts[0].split())  # same words, new order
+
+    out = tmp_path / "real"
+    assert runner.invoke(app, _bench(llama.url, out, *common)).exit_code == 0
+    records = read_run(out).records
+    assert [r.input_tokens for r in records] == [24] * 5  # the server's usage
+    assert max(_cached(out)) <= CACHE_TOLERANCE_TOKENS + 24 // 4
+    summary = read_summary(out)
+    assert summary is not None and summary["warnings"] == []
+    assert summary["client"]["repeated_prompts"] == 0

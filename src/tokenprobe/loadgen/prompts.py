@@ -155,6 +155,19 @@ async def synthetic_prompts(
     return [first, *rest], True
 
 
+def reshuffled(prompt: str, salt: str) -> str:
+    """A synthetic prompt with its words (after the "{index}:" head) in another seeded order.
+
+    As many tokens as `prompt` on tokenizers that split words at spaces before BPE (GPT-2,
+    Llama 3, Qwen, SmolLM; SentencePiece's split_by_whitespace default): each " word" is
+    tokenized on its own, so the order does not change the count; the server's usage counts the
+    record's input tokens in any case. A prefix cache then matches at most the head and, by
+    chance, a word or two."""
+    head, *words = prompt.split(" ")
+    random.Random(f"{salt}:{prompt}").shuffle(words)
+    return " ".join([head, *words])
+
+
 def _word_count(prompt: str) -> int:
     return len(prompt.split()) - 1  # minus the "{index}:" prefix
 

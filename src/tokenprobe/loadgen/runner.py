@@ -41,7 +41,7 @@ from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
 from tokenprobe.loadgen.models import served_models
-from tokenprobe.loadgen.prompts import PromptItem, load_dataset, synthetic_prompts
+from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
 from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
 from tokenprobe.units import now_s, wall_s
@@ -118,6 +118,8 @@ async def run_bench_async(
             "model_source": model_source,
             "prompt_salt": salt,
             "template_tokens": template_tokens,
+            # past the pool's end: synthetic prompts' words reshuffled, a dataset's repeated
+            "prompt_cycles": "reshuffled" if salt and dataset is None else "repeated",
             "input_tokens_verified": verified,
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
@@ -214,10 +216,17 @@ def _split_warmup(
     return [pool[i % len(pool)] for i in range(config.warmup)], pool
 
 
-def _spec(config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str) -> RequestSpec:
+def _spec(
+    config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str, salt: str = ""
+) -> RequestSpec:
+    """Request `index`: pool prompt index % len(pool); past the pool's end, with a `salt`
+    (synthetic prompts, prefix reuse not allowed), its words reshuffled for that cycle, so the
+    prompt is new but as long (`prompts.reshuffled`)."""
     item = pool[index % len(pool)]
+    cycle = index // len(pool)
+    prompt = reshuffled(item.prompt, f"{salt}:{cycle}") if cycle and salt else item.prompt
     out = item.output_tokens if item.output_tokens is not None else config.max_output_tokens
-    return RequestSpec(f"{prefix}{index}", item.prompt, out, item.input_tokens)
+    return RequestSpec(f"{prefix}{index}", prompt, out, item.input_tokens)
 
 
 async def _warmup(config: BenchConfig, client: StreamClient, warm: list[PromptItem]) -> int:
@@ -253,6 +262,8 @@ async def _measure(
         else None
     )
 
+    salt = run_config["prompt_salt"] if run_config["prompt_cycles"] == "reshuffled" else ""
+
     def emit(record: RequestRecord) -> None:
         run.records.append(record)
         if writer is not None:
@@ -265,7 +276,7 @@ async def _measure(
             on_start(client.t0_s, run, writer)
 
         def spec(i: int) -> RequestSpec:
-            return _spec(config, pool, i, "")
+            return _spec(config, pool, i, "", salt)
 
         try:
             if config.concurrency is not None:

@@ -82,10 +82,13 @@ def prefix_cache_figures(
 
 def repeated_prompts(run: Run) -> int:
     """Requests that re-sent a prompt of the run's pool (the runner cycles through
-    `prompt_pool` prompts: a dataset's, or at most runner.MAX_POOL synthetic ones)."""
+    `prompt_pool` prompts: a dataset's, or at most runner.MAX_POOL synthetic ones, whose words
+    it reshuffles on each cycle unless prefix reuse is allowed)."""
     pool = run.config.get("prompt_pool")
     if not isinstance(pool, int) or isinstance(pool, bool) or pool <= 0:
         return 0
+    if run.config.get("prompt_cycles") == "reshuffled":
+        return 0  # past the pool, the words are reshuffled: new prompts (runner._spec)
     return max(len(run.records) - pool, 0)
 
 
