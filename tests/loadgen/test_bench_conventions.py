@@ -5,6 +5,7 @@ progress line."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from rich.console import Console
 from typer.testing import CliRunner
 
 import tokenprobe.cli.bench  # noqa: F401  (registers the commands on app)
@@ -237,6 +239,10 @@ def test_progress_shows_eta_rates_percentiles_and_errors():
     eta = next(c for c in cells if c.startswith("ETA"))
     assert eta != "ETA ?"  # one request left at the rate so far
     assert Progress(total=None, duration_s=5.0).eta_s(2.0) == 3.0
+    terminal = Console(force_terminal=True, width=300, record=True, file=io.StringIO())
+    terminal.print(progress)  # what the Live display draws on a TTY
+    shown = terminal.export_text()
+    assert "TTFT p50/p99 200.0/" in shown and "errors 1" in shown and "ETA" in shown
 
 
 def test_no_live_progress_when_not_a_tty(fake: FakeServer, tmp_path: Path):
