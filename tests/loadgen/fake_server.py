@@ -35,6 +35,7 @@ MODES = (
     "error_event",
     "http500",
     "huge",
+    "no_models",
 )
 HUGE_TEXT_CHARS = 8_000_000
 Script = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
@@ -107,6 +108,16 @@ async def _completions(request: web.Request) -> web.StreamResponse:
     raise web.HTTPNotFound()
 
 
+async def _models(request: web.Request) -> web.Response:
+    """GET /v1/models: one model in mode "ok", an empty list in "no_models", else 404."""
+    mode = request.match_info["mode"]
+    if mode == "ok":
+        return web.json_response({"object": "list", "data": [{"id": "fake-model"}]})
+    if mode == "no_models":
+        return web.json_response({"object": "list", "data": []})
+    raise web.HTTPNotFound()
+
+
 async def _tokenize(request: web.Request) -> web.Response:
     if request.match_info["mode"] != "no_usage_tokenize":
         raise web.HTTPNotFound()
@@ -146,6 +157,7 @@ class FakeServer:
         app.router.add_post("/{mode}/v1/completions", _completions)
         app.router.add_post("/{mode}/v1/chat/completions", _completions)
         app.router.add_post("/{mode}/tokenize", _tokenize)
+        app.router.add_get("/{mode}/v1/models", _models)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -201,7 +201,7 @@ def test_guidellm_import_of_any_json_is_runs_or_a_schema_error(tmp_path: Path, d
 
 
 @FUZZ
-@given(st.binary(max_size=200), st.sampled_from(["vllm", "guidellm"]))
+@given(st.binary(max_size=200), st.sampled_from(["vllm", "guidellm", "aiperf", "auto"]))
 def test_import_of_any_bytes_is_runs_or_a_schema_error(tmp_path: Path, data: bytes, source: str):
     path = tmp_path / "result.json"
     path.write_bytes(data)

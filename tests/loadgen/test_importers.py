@@ -97,10 +97,12 @@ GUIDELLM = {
 def test_guidellm_report_maps_timings_relative_to_the_first_request():
     (run,) = import_guidellm(GUIDELLM)
     a, b, c = run.records
-    assert run.wall_start_s == 1_700_000_000.0
-    assert (a.sent_s, a.ttft_s) == (0.0, pytest.approx(0.05))
+    # the clock starts at the earliest targeted start (1 ms before a's request_start): no
+    # run-relative time is negative, so the written run reads back (records._check_record)
+    assert run.wall_start_s == pytest.approx(1_700_000_000.0 - 0.001)
+    assert a.scheduled_s == 0.0 and a.sent_s == pytest.approx(0.001, abs=1e-6)
+    assert a.ttft_s == pytest.approx(0.05)
     assert b.tpot_s == pytest.approx((0.7 - 0.07) / 10, abs=1e-6)
-    assert a.scheduled_s == pytest.approx(-0.001, abs=1e-6)
     assert c.error_kind == "imported_error" and c.error_message == "HTTP 500"
     assert summarize(run)["itl_s"]["mean"] is None  # GuideLLM keeps no per-token times
 
@@ -121,7 +123,7 @@ def test_cli_bench_import_writes_a_run_folder(tmp_path: Path):
     [
         ("{not json", "vllm", "not valid JSON"),
         ("{}", "guidellm", "not a GuideLLM report"),
-        ("{}", "sglang", "one of vllm, guidellm"),
+        ("{}", "sglang", "one of auto, vllm, guidellm, aiperf"),
     ],
 )
 def test_cli_bench_import_bad_files_are_one_line(

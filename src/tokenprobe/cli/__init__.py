@@ -11,6 +11,7 @@ from tokenprobe.cli import catalog as _catalog  # noqa: F401
 from tokenprobe.cli import compare as _compare  # noqa: F401
 from tokenprobe.cli import diagnose as _diagnose  # noqa: F401
 from tokenprobe.cli import estimate as _estimate  # noqa: F401
+from tokenprobe.cli import export as _export  # noqa: F401
 from tokenprobe.cli import monitor as _monitor  # noqa: F401
 from tokenprobe.cli import plan as _plan  # noqa: F401
 from tokenprobe.cli import report as _report  # noqa: F401

@@ -1,7 +1,8 @@
-"""`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in
-`vllm bench serve` and GuideLLM results. Live progress goes to stderr; `--json` prints only the
-summary (metrics.summarize plus the client's own figures) on stdout. `--telemetry` samples the
-GPUs, the host and the server's own /metrics on the run's clock (`tokenprobe.bench`).
+"""`tokenprobe bench`: measure an OpenAI-compatible streaming server; `bench-import` brings in `vllm
+bench serve`, GuideLLM and AIPerf results (the format is detected; --from overrides). Live progress
+goes to stderr; `--json` prints only the summary (metrics.summarize plus the client's own figures)
+on stdout. `--telemetry` samples the GPUs, the host and the server's own /metrics on the run's
+clock (`tokenprobe.bench`).
 
 Exit codes: 2 for bad input (a flag, an --out that already holds a run without --overwrite, is a
 file or cannot be written), 1 when the run could not be completed (server unusable, disk full
@@ -12,9 +13,12 @@ message gives the counts by failure kind.
 
 from __future__ import annotations
 
+import json
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 import typer
 from rich.live import Live
 from rich.table import Table
@@ -35,6 +39,7 @@ from tokenprobe.units import MILLI, now_s
 
 SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
 EXIT_INTERRUPTED = 130
+PROGRESS_WINDOW = 10_000  # the live TTFT/ITL percentiles are over the last this many values
 DEFAULT_MAX_ERROR_RATE = 0.5
 
 
@@ -52,34 +57,64 @@ def parse_sweep(text: str) -> tuple[str, list[float]]:
 
 
 class Progress:
-    """Counts finished requests for the live display (called from the event loop)."""
+    """The live display (on a TTY, not with --json): requests done of the total, errors, req/s,
+    output tok/s, TTFT and ITL p50/p99 over the last PROGRESS_WINDOW values, elapsed and ETA
+    (from the request count, or the time left of --duration-s). Called from the event loop."""
 
-    def __init__(self, total: int | None) -> None:
+    def __init__(self, total: int | None, duration_s: float | None = None) -> None:
         self.total = total
+        self.duration_s = duration_s
         self.done = 0
         self.errors = 0
         self.output_tokens = 0
+        self.ttft_s: deque[float] = deque(maxlen=PROGRESS_WINDOW)
+        self.itl_s: deque[float] = deque(maxlen=PROGRESS_WINDOW)
         self.start_s = now_s()
 
     def __call__(self, record: RequestRecord) -> None:
         self.done += 1
-        if record.ok:
-            self.output_tokens += record.output_tokens
-        else:
+        if not record.ok:
             self.errors += 1
+            return
+        self.output_tokens += record.output_tokens
+        if record.ttft_s is not None:
+            self.ttft_s.append(record.ttft_s)
+        self.itl_s.extend(record.itl_s)
 
-    def __rich__(self) -> Table:
+    def eta_s(self, elapsed_s: float) -> float | None:
+        """Seconds left: the duration's rest, or the remaining requests at the rate so far."""
+        if self.duration_s is not None:
+            return max(self.duration_s - elapsed_s, 0.0)
+        if self.total is None or not self.done:
+            return None
+        return elapsed_s / self.done * max(self.total - self.done, 0)
+
+    def cells(self) -> list[str]:
         elapsed = max(now_s() - self.start_s, 1e-9)
-        table = Table.grid(padding=(0, 2))
         total = "?" if self.total is None else str(self.total)
-        table.add_row(
+        eta = self.eta_s(elapsed)
+        return [
             f"requests {self.done}/{total}",
             f"errors {self.errors}",
             f"{(self.done - self.errors) / elapsed:.2f} req/s",
             f"{self.output_tokens / elapsed:.1f} output tok/s",
+            f"TTFT p50/p99 {_p50_p99_ms(self.ttft_s)} ms",
+            f"ITL p50/p99 {_p50_p99_ms(self.itl_s)} ms",
             f"{elapsed:.1f} s",
-        )
+            f"ETA {'?' if eta is None else f'{eta:.0f} s'}",
+        ]
+
+    def __rich__(self) -> Table:
+        table = Table.grid(padding=(0, 2))
+        table.add_row(*self.cells())
         return table
+
+
+def _p50_p99_ms(values: deque[float]) -> str:
+    if not values:
+        return "-/-"
+    p50, p99 = np.percentile(np.fromiter(values, dtype=np.float64), (50, 99))
+    return f"{p50 / MILLI:.1f}/{p99 / MILLI:.1f}"
 
 
 def _run_one(
@@ -87,7 +122,7 @@ def _run_one(
 ) -> Run:
     from tokenprobe.bench import run_measured
 
-    progress = Progress(config.num_requests)
+    progress = Progress(config.num_requests, config.duration_s)
     if not show_progress:
         return run_measured(config, telemetry)
     with Live(progress, console=err_console, refresh_per_second=4, transient=True):
@@ -103,7 +138,9 @@ def _interrupted(out: str) -> typer.Exit:
 def bench_cmd(
     out: Annotated[str, typer.Option(help="Run folder: config.json, records.jsonl, summary")] = "",
     url: Annotated[str, typer.Option(help="API base URL, e.g. http://127.0.0.1:8000/v1")] = "",
-    model: Annotated[str, typer.Option(help="Model name the server serves")] = "",
+    model: Annotated[
+        str, typer.Option(help="Model name the server serves (default: first of GET /models)")
+    ] = "",
     concurrency: Annotated[int | None, typer.Option(help="Closed loop: requests in flight")] = None,
     rate: Annotated[float | None, typer.Option(help="Open loop: requests per second")] = None,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of gaps; 1 = Poisson")] = 1.0,
@@ -131,6 +168,18 @@ def bench_cmd(
     ignore_eos: Annotated[bool, typer.Option(help="Ask for exactly max_tokens")] = True,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
     slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
+    allow_prefix_reuse: Annotated[
+        bool, typer.Option(help="Send the seed's prompts as they are (cache hits across points)")
+    ] = False,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Sampling top-p (0..1)")] = None,
+    top_k: Annotated[int | None, typer.Option(help="Sampling top-k")] = None,
+    sampling_seed: Annotated[
+        int | None, typer.Option(help="The server's sampling seed (body 'seed'; --seed is ours)")
+    ] = None,
+    extra_body: Annotated[
+        str | None, typer.Option(help="JSON object merged into every request body")
+    ] = None,
     self_test: Annotated[
         bool, typer.Option(help="Measure this client's ceiling (--duration-s per phase)")
     ] = False,
@@ -186,6 +235,14 @@ def bench_cmd(
             out=out,
             seed=seed,
             ignore_eos=ignore_eos,
+            allow_prefix_reuse=allow_prefix_reuse,
+            slo_ttft_s=slo_ttft_s,
+            slo_tpot_s=slo_tpot_s,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            sampling_seed=sampling_seed,
+            extra_body=parse_extra_body(extra_body),
             api_key_value=api_key,
         )
         finite("max_error_rate", max_error_rate, lo=0.0, hi=1.0)
@@ -214,15 +271,20 @@ def bench_cmd(
     for config in configs:
 
         def one(c: BenchConfig = config) -> Run:
-            return _run_one(c, show_progress=not json_out, telemetry=sampling)
+            live = not json_out and err_console.is_terminal
+            return _run_one(c, show_progress=live, telemetry=sampling)
 
         try:
             run = guarded(one)
         except KeyboardInterrupt:
             raise _interrupted(config.out or out) from None
-        summary = bench_summary(run, slo_ttft_s, slo_tpot_s)
+        summary = bench_summary(run)  # the SLOs are in the run's config
         if sampling is not None:
             summary = {**summary, **_telemetry_part(run)}
+        for warning in summary["warnings"]:
+            err_console.print(
+                f"warning: {config.out or out}: {warning}", highlight=False, markup=False
+            )
         summaries.append({"out": config.out, **summary} if sweep else summary)
         if not json_out:
             _render_summary(summary, config.out or out)
@@ -235,6 +297,19 @@ def bench_cmd(
         err_console.print(f"[bold red]error:[/] {line}", highlight=False)
     if too_many_errors:
         raise typer.Exit(1)
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    """`--extra-body` text -> the JSON object merged into every request body."""
+    if text is None:
+        return {}
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError("--extra-body", text, f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError("--extra-body", text, "a JSON object, e.g. '{\"min_p\": 0.1}'")
+    return doc
 
 
 def error_verdict(summary: dict[str, Any], max_error_rate: float) -> str | None:
@@ -256,9 +331,14 @@ def error_verdict(summary: dict[str, Any], max_error_rate: float) -> str | None:
 
 @app.command("bench-import")
 def bench_import_cmd(
-    path: Annotated[str, typer.Argument(help="Result JSON of `vllm bench serve` or GuideLLM")],
+    path: Annotated[
+        str,
+        typer.Argument(help="`vllm bench serve` or GuideLLM JSON, AIPerf profile_export.jsonl"),
+    ],
     out: Annotated[str, typer.Option(help="Run folder to write (one per benchmark)")],
-    source: Annotated[str, typer.Option("--from", help="vllm or guidellm")] = "vllm",
+    source: Annotated[
+        str, typer.Option("--from", help="auto (detected), vllm, guidellm or aiperf")
+    ] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
@@ -336,6 +416,16 @@ def _render_summary(s: dict[str, Any], out: str) -> None:
         f"token counts from {s['client']['token_count_source'] or '-'}",
         markup=False,
     )
+    if s.get("goodput_requests_per_s") is not None:
+        slos = [
+            f"{name} <= {_ms(s[key])} ms"
+            for name, key in (("TTFT", "slo_ttft_s"), ("TPOT", "slo_tpot_s"))
+            if s.get(key) is not None
+        ]
+        prose(
+            f"goodput {s['goodput_requests_per_s']:.2f} req/s ({' and '.join(slos)})",
+            markup=False,
+        )
     retried = s["client"].get("retried_requests")
     if retried:
         err_console.print(

@@ -17,13 +17,12 @@ from tokenprobe.loadgen.importers import import_runs
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset
 from tokenprobe.loadgen.runner import (
     OnRecord,
-    bench_summary,
-    client_figures,
     run_bench,
     run_bench_async,
     sweep_configs,
 )
 from tokenprobe.loadgen.selftest import run_self_test
+from tokenprobe.loadgen.summary import bench_summary, client_figures
 
 __all__ = [
     "BenchConfig",

@@ -7,9 +7,20 @@ stop rule: `num_requests` or `duration_s`. Prompts: synthetic ones of exactly `i
 tokens, or a JSONL `dataset`. The API key is `api_key` (held in memory, never written) or read at
 run time from the environment variable named by `api_key_env` (only that name is written); a
 key in the URL's userinfo or query works too (`loadgen.credentials`), and `to_dict` writes the
-URL with it masked. `seed` None draws a fresh one per run
-(recorded in the run's config), so a rerun does not hit the server's prefix cache with the
-same prompts; give it to replay a schedule and prompts exactly.
+URL with it masked. `seed` None draws a fresh one per run (recorded in the run's config); give
+it to replay the arrival schedule and the prompts' words.
+
+Fresh prompts: unless `allow_prefix_reuse`, every synthetic prompt starts with a tag unique to
+the run, the sweep point and the request (`loadgen.prompts`), so no request of a run, of a sweep
+or of a rerun with the same seed is answered from the server's prefix cache. With
+`allow_prefix_reuse` the prompts are exactly those of the seed (a replay, cache hits included).
+
+`model` "" asks the server: the first model id of GET {url}/models (`loadgen.models`).
+`slo_ttft_s` / `slo_tpot_s` are kept in the run's config, and its summary's goodput counts the
+requests meeting them (`metrics.summarize`). Sampling: `temperature`, `top_p`, `top_k` and
+`sampling_seed` (the server's sampler seed; `seed` is the workload's) are sent in every body
+when given; `extra_body` (a JSON object) is merged into every body last, so it can override
+any field but the prompt.
 """
 
 from __future__ import annotations
@@ -55,12 +66,21 @@ class BenchConfig:
     seed: int | None = None
     ignore_eos: bool = True
     verify_input_tokens: bool = True
+    allow_prefix_reuse: bool = False
+    sweep_point: int = 0  # which point of a sweep (0 for a single run): part of the prompt tag
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    sampling_seed: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
     api_key_value: str | None = field(default=None, repr=False)  # --api-key; never written
 
     def __post_init__(self) -> None:
         parse_url(self.url)
-        if not self.model:
-            raise ConfigError("model", self.model, "the served model name is required")
+        if not isinstance(self.model, str):
+            raise ConfigError("model", self.model, "the served model name ('' = ask the server)")
         _check_mode(self)
         _check_stop(self)
         _check_prompts(self)
@@ -77,6 +97,18 @@ class BenchConfig:
         if self.api_key_value is not None and not self.api_key_value.strip():
             raise ConfigError("api_key", "", "an empty key")
         credentials(self.url, self.api_key_value)  # a key given twice is refused here
+        _check_request_options(self)
+
+    def request_fields(self) -> dict[str, Any]:
+        """What every request body gets besides the prompt: the sampling flags that were given,
+        then `extra_body` (merged last)."""
+        sampling = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "seed": self.sampling_seed,
+        }
+        return {**{k: v for k, v in sampling.items() if v is not None}, **self.extra_body}
 
     @property
     def max_output_tokens(self) -> int:
@@ -145,6 +177,35 @@ def _check_prompts(cfg: BenchConfig) -> None:
         _positive_int("output_tokens", cfg.output_tokens, hi=MAX_LENGTH_TOKENS)
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise ConfigError("dataset", cfg.dataset, "no such file")
+
+
+def _check_request_options(cfg: BenchConfig) -> None:
+    for name in ("slo_ttft_s", "slo_tpot_s"):
+        value = getattr(cfg, name)
+        if value is not None:
+            _positive_float(name, value)
+    if cfg.temperature is not None:
+        _number_in("temperature", cfg.temperature, 0.0, 100.0)
+    if cfg.top_p is not None:
+        _number_in("top_p", cfg.top_p, 0.0, 1.0)
+    if cfg.top_k is not None:
+        _positive_int("top_k", cfg.top_k, allow_zero=True)
+    if cfg.sampling_seed is not None:
+        _positive_int("sampling_seed", cfg.sampling_seed, allow_zero=True)
+    if not isinstance(cfg.extra_body, dict):
+        raise ConfigError("extra_body", cfg.extra_body, "a JSON object")
+    for key in ("prompt", "messages", "stream"):
+        if key in cfg.extra_body:
+            raise ConfigError(
+                "extra_body", {key: "..."}, f"'{key}' is the load generator's own; drop it"
+            )
+    if cfg.sweep_point < 0:
+        raise ConfigError("sweep_point", cfg.sweep_point, "an integer >= 0")
+
+
+def _number_in(name: str, value: float, lo: float, hi: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise ConfigError(name, value, f"a number in [{lo:g}, {hi:g}]")
 
 
 def _positive_int(name: str, value: int, allow_zero: bool = False, hi: int | None = None) -> None:

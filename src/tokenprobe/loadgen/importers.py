@@ -1,4 +1,9 @@
-"""Bring other tools' results into Runs (kind "imported"): `vllm bench serve` and GuideLLM.
+"""Bring other tools' results into Runs (kind "imported"): `vllm bench serve`, GuideLLM and
+AIPerf (`loadgen.aiperf_import`). `detect_format` tells them apart by their keys: a GuideLLM
+report has `benchmarks`, a vLLM result the per-request lists (`ttfts`, `input_lens`...), an
+AIPerf profile_export.jsonl one {metadata, metrics, error} object a line; `import_runs` with
+source "auto" uses it, and a source given that the file contradicts is one clear SchemaError
+naming the format the file is.
 
 vLLM (`vllm bench serve --save-result --save-detailed`, and benchmark_serving.py before it):
 per-request lists `input_lens`, `output_lens`, `ttfts` (s), `itls` (list of chunk gaps, s per
@@ -26,24 +31,91 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.files import finite, read_json
+from tokenprobe.files import finite, parse_json, read_text
+from tokenprobe.loadgen.aiperf_import import (
+    import_aiperf_jsonl,
+    is_aiperf_aggregate,
+    is_aiperf_record,
+)
 from tokenprobe.records import RequestRecord, Run
 
-FORMATS: tuple[str, ...] = ("vllm", "guidellm")
+FORMATS: tuple[str, ...] = ("vllm", "guidellm", "aiperf")
+SOURCES: tuple[str, ...] = ("auto", *FORMATS)
 VLLM_LISTS: tuple[str, ...] = ("input_lens", "output_lens", "ttfts", "itls")
 MAX_COUNT = 2**53
 
 
-def import_runs(path: str | Path, source: str) -> list[Run]:
-    """Every run in the file: one for vLLM, one per benchmark for GuideLLM."""
-    if source not in FORMATS:
-        raise ConfigError("from", source, f"one of {', '.join(FORMATS)}")
-    doc = read_json(Path(path))
+def import_runs(path: str | Path, source: str = "auto") -> list[Run]:
+    """Every run in the file: one for vLLM and AIPerf, one per benchmark for GuideLLM."""
+    if source not in SOURCES:
+        raise ConfigError("from", source, f"one of {', '.join(SOURCES)}")
+    where = str(path)
+    text = read_text(Path(path))
+    if source == "auto":
+        detected, doc = detect_format(text, where)
+    else:
+        detected, doc = _given(text, where, source)
+    if source not in ("auto", detected):
+        raise SchemaError(
+            where, f"this is a {detected} result, not {source}: give --from {detected} or omit it"
+        )
+    if detected == "aiperf":
+        return [import_aiperf_jsonl(text, where)]
+    if detected == "vllm":
+        return [import_vllm(doc, where)]
+    return import_guidellm(doc, where)
+
+
+def _given(text: str, where: str, source: str) -> tuple[str, dict[str, Any]]:
+    """The detected format, or, where the file is none of them, the given one (whose importer
+    then says what the file lacks)."""
+    try:
+        return detect_format(text, where)
+    except SchemaError:
+        if source == "aiperf":
+            return source, {}
+        doc = parse_json(text, where)
+        if not isinstance(doc, dict):
+            raise SchemaError(where, "expected a JSON object") from None
+        return source, doc
+
+
+def detect_format(text: str, where: str) -> tuple[str, dict[str, Any]]:
+    """("vllm" | "guidellm" | "aiperf", the JSON document; {} for AIPerf's JSONL)."""
+    try:
+        doc = parse_json(text, where)
+    except SchemaError:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        try:
+            line = parse_json(first, f"{where}:1")
+        except SchemaError:
+            raise SchemaError(where, f"neither JSON nor JSON lines; {_KNOWN}") from None
+        if is_aiperf_record(line):
+            return "aiperf", {}
+        raise SchemaError(
+            where, f"JSON lines, but not AIPerf's profile_export.jsonl; {_KNOWN}"
+        ) from None
+    if is_aiperf_record(doc):
+        return "aiperf", {}
     if not isinstance(doc, dict):
-        raise SchemaError(str(path), "expected a JSON object")
-    if source == "vllm":
-        return [import_vllm(doc, str(path))]
-    return import_guidellm(doc, str(path))
+        raise SchemaError(where, f"expected a JSON object; {_KNOWN}")
+    if "benchmarks" in doc:
+        return "guidellm", doc
+    if any(k in doc for k in VLLM_LISTS):
+        return "vllm", doc
+    if is_aiperf_aggregate(doc):
+        raise SchemaError(
+            where,
+            "AIPerf's aggregate statistics (profile_export_aiperf.json) hold no per-request "
+            "data: import the profile_export.jsonl beside it",
+        )
+    raise SchemaError(where, f"not a known result; {_KNOWN}")
+
+
+_KNOWN = (
+    "expected a `vllm bench serve --save-result --save-detailed` JSON, a GuideLLM "
+    "benchmarks JSON or AIPerf's profile_export.jsonl"
+)
 
 
 def import_vllm(doc: Mapping[str, Any], where: str = "vllm result") -> Run:
@@ -131,7 +203,13 @@ def _guidellm_run(bench: Any, where: str) -> Run:
         raise SchemaError(where, "no 'requests' object")
     tagged = [(req, status) for status in STATUSES for req in _group(groups, status, where)]
     timings = [_timings(req, where) for req, _ in tagged]
-    starts = [_start(t, where) for t in timings]
+    # the earliest of the targeted and the real starts: GuideLLM's targeted_start can precede
+    # request_start (a request sent late), and no run-relative time may be negative
+    starts = [
+        x
+        for t in timings
+        for x in (_time(t, "request_start", where), _time(t, "targeted_start", where))
+    ]
     t0 = min((s for s in starts if s is not None), default=0.0)
     records = [
         _guidellm_record(req, t, status, t0, where)
@@ -162,10 +240,6 @@ def _time(timings: Mapping[str, Any], key: str, where: str) -> float | None:
     """A Unix time of info.timings (None when absent or null; 0 is GuideLLM's "not set")."""
     value = _optional_num(timings.get(key), where, f"info.timings.{key}")
     return value or None
-
-
-def _start(timings: Mapping[str, Any], where: str) -> float | None:
-    return _time(timings, "request_start", where) or _time(timings, "targeted_start", where)
 
 
 def _timings(req: Any, where: str) -> dict[str, Any]:

@@ -1,12 +1,17 @@
 """What to send: synthetic prompts of an exact token count, or a JSONL dataset.
 
-Synthetic prompt i is `"{i}:"` followed by common English words drawn with a seeded generator:
-the leading index makes every prompt differ from its first token, so a server's prefix cache
-cannot shorten prefill. When the server has a `/tokenize` endpoint (llama.cpp, vLLM) each prompt
-is tokenized and its word count corrected until the server counts exactly `input_tokens` (with
-its special tokens, as `usage.prompt_tokens` counts them for /v1/completions; chat adds its
-template's tokens on top). Without one, one token per word is assumed and the run's config says
-`input_tokens_verified: false`.
+Synthetic prompt i is `"{i}:"` followed by common English words drawn with a generator seeded by
+(seed, salt, i): the leading index makes the prompts of one run differ from their first tokens,
+and the salt (drawn per run and sweep point by the runner unless prefix reuse is allowed) makes
+every run and sweep point draw other words, so a server's prefix cache cannot shorten prefill:
+at most the BOS token and the index's digits are shared. With salt "" the words depend on the
+seed alone (a replay of an earlier run's prompts).
+
+When the server has a `/tokenize` endpoint (llama.cpp, vLLM) each prompt is tokenized and its word
+count corrected until the server counts exactly `input_tokens` (with its special tokens, as
+`usage.prompt_tokens` counts them for /v1/completions; chat adds its template's tokens on top).
+Without one, one token per word is assumed and the run's config says `input_tokens_verified:
+false`.
 
 Dataset: JSONL, one object a line: {"prompt": str, "output_tokens": int (optional)}.
 """
@@ -62,18 +67,24 @@ class PromptItem:
     input_tokens: int | None = None
 
 
-def _words(index: int, count: int, seed: int) -> list[str]:
-    rng = random.Random(f"{seed}:{index}")  # str seeds hash with SHA-512: the same everywhere
+def _words(index: int, count: int, seed: int, salt: str = "") -> list[str]:
+    # str seeds hash with SHA-512: the same everywhere
+    rng = random.Random(f"{seed}:{salt}:{index}" if salt else f"{seed}:{index}")
     return rng.choices(WORDS, k=max(count, 0))
 
 
-def synthetic_text(index: int, n_words: int, seed: int) -> str:
+def synthetic_text(index: int, n_words: int, seed: int, salt: str = "") -> str:
     """Prompt `index` with `n_words` seeded words after its "{index}:" prefix."""
-    return f"{index}:" + "".join(" " + w for w in _words(index, n_words, seed))
+    return f"{index}:" + "".join(" " + w for w in _words(index, n_words, seed, salt))
 
 
 async def fit_prompt(
-    index: int, input_tokens: int, seed: int, tokenize: Tokenizer, guess: int | None = None
+    index: int,
+    input_tokens: int,
+    seed: int,
+    tokenize: Tokenizer,
+    guess: int | None = None,
+    salt: str = "",
 ) -> PromptItem:
     """A synthetic prompt the server counts as exactly `input_tokens` tokens.
 
@@ -84,7 +95,7 @@ async def fit_prompt(
     n_words = max(input_tokens - 2, 0) if guess is None else guess
     tried: set[int] = set()
     for _ in range(FIT_ROUNDS):
-        text = synthetic_text(index, n_words, seed)
+        text = synthetic_text(index, n_words, seed, salt)
         counted = await tokenize(text)
         if counted is None:
             raise _NoTokenizerError
@@ -107,15 +118,20 @@ class _NoTokenizerError(Exception):
 
 
 async def synthetic_prompts(
-    count: int, input_tokens: int, seed: int, tokenize: Tokenizer, first_index: int = 0
+    count: int,
+    input_tokens: int,
+    seed: int,
+    tokenize: Tokenizer,
+    first_index: int = 0,
+    salt: str = "",
 ) -> tuple[list[PromptItem], bool]:
     """`count` prompts of `input_tokens` tokens; the bool says whether the server verified them."""
     indices = range(first_index, first_index + count)
     try:
-        first = await fit_prompt(indices[0], input_tokens, seed, tokenize)
+        first = await fit_prompt(indices[0], input_tokens, seed, tokenize, salt=salt)
     except _NoTokenizerError:
         guess = [
-            PromptItem(synthetic_text(i, max(input_tokens - 2, 0), seed), input_tokens=None)
+            PromptItem(synthetic_text(i, max(input_tokens - 2, 0), seed, salt), input_tokens=None)
             for i in indices
         ]
         return guess, False
@@ -127,7 +143,7 @@ async def synthetic_prompts(
         async with gate:
             try:
                 guess = words_by_digits.get(len(str(i)))
-                item = await fit_prompt(i, input_tokens, seed, tokenize, guess)
+                item = await fit_prompt(i, input_tokens, seed, tokenize, guess, salt)
                 words_by_digits.setdefault(len(str(i)), _word_count(item.prompt))
                 return item
             except _NoTokenizerError:
@@ -137,6 +153,19 @@ async def synthetic_prompts(
 
     rest = await asyncio.gather(*(fit(i) for i in indices[1:]))
     return [first, *rest], True
+
+
+def reshuffled(prompt: str, salt: str) -> str:
+    """A synthetic prompt with its words (after the "{index}:" head) in another seeded order.
+
+    As many tokens as `prompt` on tokenizers that split words at spaces before BPE (GPT-2,
+    Llama 3, Qwen, SmolLM; SentencePiece's split_by_whitespace default): each " word" is
+    tokenized on its own, so the order does not change the count; the server's usage counts the
+    record's input tokens in any case. A prefix cache then matches at most the head and, by
+    chance, a word or two."""
+    head, *words = prompt.split(" ")
+    random.Random(f"{salt}:{prompt}").shuffle(words)
+    return " ".join([head, *words])
 
 
 def _word_count(prompt: str) -> int:

@@ -40,8 +40,9 @@ from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
-from tokenprobe.loadgen.prompts import PromptItem, load_dataset, synthetic_prompts
-from tokenprobe.metrics import latency_stats, summarize
+from tokenprobe.loadgen.models import served_models
+from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
+from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
 from tokenprobe.units import now_s, wall_s
 
@@ -53,6 +54,7 @@ OnStart = Callable[[float, Run, RunWriter | None], None]
 POOL_FOR_DURATION = 1024  # distinct synthetic prompts prepared for a closed-loop timed run
 MAX_POOL = 4096
 PREFLIGHT_TIMEOUT_S = 30.0
+PREFLIGHT_PROMPT = "Hello"
 SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
 
 
@@ -87,6 +89,10 @@ async def run_bench_async(
 
     `hide`: secrets to redact in the run folder besides the config's own (the caller's, e.g. the
     credentials of a separate /metrics URL)."""
+    model_source = "given"
+    if not config.model:
+        config = replace(config, model=(await served_models(config.url, config.api_key()))[0])
+        model_source = "server /models"
     target = Target(
         base_url=config.url,
         model=config.model,
@@ -94,18 +100,26 @@ async def run_bench_async(
         timeout_s=config.timeout_s,
         api_key=config.api_key(),
         ignore_eos=config.ignore_eos,
+        extra_body=config.request_fields(),
     )
     if config.seed is None:
         config = replace(config, seed=secrets.randbits(31))
+    # fresh words per run and sweep point, even with a given seed (prompts module docstring)
+    salt = "" if config.allow_prefix_reuse else f"{secrets.token_hex(4)}.{config.sweep_point}"
     dataset = load_dataset(config.dataset) if config.dataset is not None else None
     connections = config.concurrency or config.max_concurrency or 0
     async with StreamClient(target, now_s(), max_connections=connections) as client:
-        await preflight(client)
-        pool, verified = await _prompt_pool(config, client, dataset)
+        template_tokens = await _template_tokens(client, await preflight(client))
+        pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
         run_config = {
             **config.to_dict(),
+            "model_source": model_source,
+            "prompt_salt": salt,
+            "template_tokens": template_tokens,
+            # past the pool's end: synthetic prompts' words reshuffled, a dataset's repeated
+            "prompt_cycles": "reshuffled" if salt and dataset is None else "repeated",
             "input_tokens_verified": verified,
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
@@ -115,7 +129,7 @@ async def run_bench_async(
         return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
-async def preflight(client: StreamClient) -> None:
+async def preflight(client: StreamClient) -> RequestRecord:
     """One tiny request; raise ServerError saying why when the server cannot be measured.
 
     Its timeout is at least PREFLIGHT_TIMEOUT_S: it checks that the server answers at all, so a
@@ -125,7 +139,7 @@ async def preflight(client: StreamClient) -> None:
     a fresh connection per request instead of racing the server's close (see `loadgen.client`).
     """
     timeout_s = max(client.target.timeout_s, PREFLIGHT_TIMEOUT_S)
-    spec = RequestSpec("preflight", "Hello", 1)
+    spec = RequestSpec("preflight", PREFLIGHT_PROMPT, 1)
     record = await client.send(spec, 0.0, timeout_s=timeout_s)
     if not record.ok:
         raise ServerError(_preflight_message(client.target, record))
@@ -133,6 +147,22 @@ async def preflight(client: StreamClient) -> None:
     again = await client.send(spec, 0.0, timeout_s=timeout_s)
     if again.ok and client.connections_opened > opened:
         client.keep_alive = False
+    return record
+
+
+async def _template_tokens(client: StreamClient, preflight_record: RequestRecord) -> int | None:
+    """Prompt tokens the endpoint adds around a prompt: 0 for completions; for chat, the chat
+    template's (its system prompt and role markers, which every request shares and a prefix
+    cache may serve): the preflight's usage minus the server's /tokenize count of its prompt.
+    None when the server does not say (no usage or no /tokenize)."""
+    if client.target.endpoint != "chat":
+        return 0
+    if preflight_record.token_count_source != "usage":
+        return None
+    counted = await client.tokenize_prompt(PREFLIGHT_PROMPT)
+    if counted is None or preflight_record.input_tokens < counted:
+        return None
+    return preflight_record.input_tokens - counted
 
 
 def _preflight_message(target: Target, record: RequestRecord) -> str:
@@ -153,7 +183,7 @@ def _preflight_message(target: Target, record: RequestRecord) -> str:
 
 
 async def _prompt_pool(
-    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None
+    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None, salt: str
 ) -> tuple[list[PromptItem], bool]:
     if dataset is not None:
         return dataset, False
@@ -161,7 +191,7 @@ async def _prompt_pool(
     count = _pool_size(config) + config.warmup
     tokenize = client.tokenize_prompt if config.verify_input_tokens else _no_tokenizer
     assert config.seed is not None
-    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize)
+    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize, salt=salt)
 
 
 async def _no_tokenizer(_text: str) -> int | None:
@@ -186,10 +216,17 @@ def _split_warmup(
     return [pool[i % len(pool)] for i in range(config.warmup)], pool
 
 
-def _spec(config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str) -> RequestSpec:
+def _spec(
+    config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str, salt: str = ""
+) -> RequestSpec:
+    """Request `index`: pool prompt index % len(pool); past the pool's end, with a `salt`
+    (synthetic prompts, prefix reuse not allowed), its words reshuffled for that cycle, so the
+    prompt is new but as long (`prompts.reshuffled`)."""
     item = pool[index % len(pool)]
+    cycle = index // len(pool)
+    prompt = reshuffled(item.prompt, f"{salt}:{cycle}") if cycle and salt else item.prompt
     out = item.output_tokens if item.output_tokens is not None else config.max_output_tokens
-    return RequestSpec(f"{prefix}{index}", item.prompt, out, item.input_tokens)
+    return RequestSpec(f"{prefix}{index}", prompt, out, item.input_tokens)
 
 
 async def _warmup(config: BenchConfig, client: StreamClient, warm: list[PromptItem]) -> int:
@@ -225,6 +262,8 @@ async def _measure(
         else None
     )
 
+    salt = run_config["prompt_salt"] if run_config["prompt_cycles"] == "reshuffled" else ""
+
     def emit(record: RequestRecord) -> None:
         run.records.append(record)
         if writer is not None:
@@ -237,7 +276,7 @@ async def _measure(
             on_start(client.t0_s, run, writer)
 
         def spec(i: int) -> RequestSpec:
-            return _spec(config, pool, i, "")
+            return _spec(config, pool, i, "", salt)
 
         try:
             if config.concurrency is not None:
@@ -345,34 +384,9 @@ async def sleep_until(t_abs_s: float) -> None:
         await asyncio.sleep(0)
 
 
-def client_figures(run: Run) -> dict[str, Any]:
-    """The client's own figures: send lag (s) and where token counts came from."""
-    lags = [r.sent_s - r.scheduled_s for r in run.records]
-    sources: dict[str, int] = {}
-    for r in run.records:
-        if r.ok:
-            sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
-    return {
-        "send_lag_s": {**latency_stats(lags), "max": max(lags) if lags else None},
-        # re-sent once after a pooled connection was found closed (loadgen.client docstring)
-        "retried_requests": sum(1 for r in run.records if r.extra.get("retries")),
-        "keep_alive": run.config.get("keep_alive"),
-        "token_count_source": dict(sorted(sources.items())),
-        "input_tokens_verified": run.config.get("input_tokens_verified"),
-        "warmup_errors": run.config.get("warmup_errors"),
-    }
-
-
-def bench_summary(
-    run: Run, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None
-) -> dict[str, Any]:
-    """`metrics.summarize(run)` plus the client's figures under "client"."""
-    return {**summarize(run, slo_ttft_s, slo_tpot_s), "client": client_figures(run)}
-
-
 def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> list[BenchConfig]:
     """One config per sweep point (`field`: "concurrency" or "rate_per_s"), each in out/<point>."""
-    configs = []
+    configs: list[BenchConfig] = []
     for value in values:
         if field == "concurrency":
             changes: dict[str, Any] = {"concurrency": int(value), "rate_per_s": None}
@@ -380,5 +394,5 @@ def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> l
             changes = {"rate_per_s": float(value), "concurrency": None}
         point = f"{field}_{value:g}"
         out = str(Path(config.out) / point) if config.out else None
-        configs.append(replace(config, out=out, **changes))
+        configs.append(replace(config, out=out, sweep_point=len(configs), **changes))
     return configs

@@ -26,7 +26,8 @@ from typing import Any
 
 from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.config import BenchConfig
-from tokenprobe.loadgen.runner import bench_summary, run_bench_async, run_blocking
+from tokenprobe.loadgen.runner import run_bench_async, run_blocking
+from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.units import now_s
 
 START_TIMEOUT_S = 30.0

@@ -327,4 +327,13 @@ def server_figures(st: StreamState) -> dict[str, float | str]:
         count = token_count(timings.get(key))
         if count is not None:
             extra[name] = count
+    cached = _usage_cached_tokens(st.usage)
+    if cached is not None and "server_cached_tokens" not in extra:
+        extra["server_cached_tokens"] = cached
     return extra
+
+
+def _usage_cached_tokens(usage: dict[str, Any] | None) -> int | None:
+    """OpenAI usage's `prompt_tokens_details.cached_tokens` (vLLM, SGLang, OpenAI itself)."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    return token_count(details.get("cached_tokens")) if isinstance(details, dict) else None

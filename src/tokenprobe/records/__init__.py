@@ -15,6 +15,8 @@ Run folder (written by `write_run` or, as the run goes, by `RunWriter`):
     telemetry_notes.json  the sampler's period, missed ticks, gaps and notes (NVML missing...)
     summary.json     `tokenprobe.metrics.summarize(run)` (plus anything the writer adds), at close
 
+`write_records` exports a run's records as CSV or Parquet (`tokenprobe export`; records.export).
+
 host.jsonl, server_metrics.jsonl and telemetry_notes.json exist only for runs that sampled them
 (`bench --telemetry`, `monitor`); a folder without them reads back with empty lists.
 
@@ -25,6 +27,15 @@ file and the line number.
 
 from __future__ import annotations
 
+from tokenprobe.records.export import (
+    EXPORT_COLUMNS,
+    EXPORT_FORMATS,
+    pyarrow_module,
+    read_csv_records,
+    records_csv,
+    records_table,
+    write_records,
+)
 from tokenprobe.records.folder import (
     CONFIG_FILE,
     FORMAT_NAME,
@@ -60,6 +71,8 @@ from tokenprobe.records.types import (
 
 __all__ = [
     "CONFIG_FILE",
+    "EXPORT_COLUMNS",
+    "EXPORT_FORMATS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "HOST_FILE",
@@ -82,9 +95,14 @@ __all__ = [
     "TelemetrySample",
     "TimelinePoint",
     "prepare_run_folder",
+    "pyarrow_module",
+    "read_csv_records",
     "read_run",
     "read_summary",
+    "records_csv",
+    "records_table",
     "redact",
     "update_run_folder",
+    "write_records",
     "write_run",
 ]
