@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from tokenprobe.errors import ConfigError, TokenprobeError
@@ -46,7 +47,14 @@ ALIASES: dict[str, dict[str, str]] = {
     "estimate": {"--server-overhead": "--server-overhead-fraction"},
     "simulate": {"--request-rate": "--rate", "--num-prompts": "--num-requests"},
     "report": {"--request-rate": "--rate", "--num-prompts": "--num-requests"},
-    "bench": {"--request-rate": "--rate", "--num-prompts": "--num-requests"},
+    # vllm bench serve, GuideLLM (--max-requests, --max-seconds) and AIPerf (--request-count)
+    "bench": {
+        "--request-rate": "--rate",
+        "--num-prompts": "--num-requests",
+        "--max-requests": "--num-requests",
+        "--request-count": "--num-requests",
+        "--max-seconds": "--duration-s",
+    },
 }
 
 
@@ -144,13 +152,13 @@ def guarded(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except ConfigError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     except TokenprobeError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     except OSError as exc:
-        err_console.print(f"[bold red]error:[/] {os_error_line(exc)}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(os_error_line(exc))}", highlight=False)
         raise typer.Exit(1 if exc.errno in RUNTIME_ERRNOS else 2) from None
 
 

@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from tokenprobe.cli.app import app, check_out_file, console, guarded, print_json
+from tokenprobe.cli.app import app, console, guarded, print_json
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import check_out_file
 
 
 def _export(run_dir: Path, fmt: str, out: Path) -> int:
