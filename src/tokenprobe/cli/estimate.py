@@ -17,6 +17,8 @@ from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = "Calibrated engine profile: vllm, vllm-2024, sglang, tensorrt-llm or a TOML"
+# the rule of cost.make_deployment: fp8 W8A8 engines keep an fp8 cache, the rest 16-bit
+KV_DTYPE_HELP = "KV-cache dtype (default: fp8 with fp8 weights, else the 16-bit compute dtype)"
 
 
 def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") -> dict[str, float]:
@@ -58,7 +60,7 @@ def estimate_cmd(
     act_dtype: Annotated[
         str | None, typer.Option(help="Activation dtype (default: by weights)")
     ] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default 16-bit)")] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     power_limit_w: Annotated[float | None, typer.Option(help="GPU power cap in W")] = None,
     gpu_memory_utilization: Annotated[
         float, typer.Option(help="HBM fraction for the engine")

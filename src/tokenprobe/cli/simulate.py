@@ -12,7 +12,7 @@ from rich.text import Text
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
-from tokenprobe.cli.estimate import PROFILE_HELP
+from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
@@ -80,7 +80,7 @@ def simulate_cmd(
     gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus`")] = "",
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
     weight_dtype: Annotated[str, typer.Option(help="bf16 fp16 fp8 int8 int4 ...")] = "bf16",
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype")] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per request")] = None,
     output_tokens: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
     rate: Annotated[float | None, typer.Option(help="Open loop: requests/s")] = None,

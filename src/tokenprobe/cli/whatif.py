@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.estimate import KV_DTYPE_HELP
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.cost import Workload, make_deployment, resolve_parallelism
 from tokenprobe.hardware import get_host
@@ -27,9 +28,7 @@ def whatif_cmd(
     weight_dtype: Annotated[
         str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
     ] = "bf16",
-    kv_dtype: Annotated[
-        str | None, typer.Option(help="KV-cache dtype (default: by the weight dtype)")
-    ] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     host: Annotated[str, typer.Option(help="Host: catalog name or TOML file")] = "default",
     uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
