@@ -66,6 +66,8 @@ SUBSTITUTIONS: dict[str, Callable[[Context], str]] = {
     "NAME": lambda ctx: SERVED_MODEL,  # the name that server is asked for
     "RESULT.json": lambda ctx: ctx.vllm_result(),  # vLLM's --save-detailed keys (test_importers)
     "REPORT.json": lambda ctx: str(REPO / "tests/loadgen/data/guidellm_0.8.1_report.json"),
+    # a log of seed 003's nvidia-smi command, as recorded beside a run in another terminal
+    "gpu.csv": lambda ctx: str(REPO / "tests/data/telemetry/nvidia_smi_units_header.csv"),
     "benchmarks/data/": lambda ctx: str(REPO / "benchmarks/data") + "/",
     "benchmarks/validate.py": lambda ctx: str(REPO / "benchmarks/validate.py"),
     "benchmarks/sim_validate.py": lambda ctx: str(REPO / "benchmarks/sim_validate.py"),

@@ -90,6 +90,7 @@ BASES: dict[str, list[str]] = {
     "calibrate": ["missing.csv"],
     "profile": ["--model", "llama-3.1-8b"],
     "export": ["missing_run", "--out", "x.csv"],
+    "import-telemetry": ["missing.csv", "--out", "it"],
 }
 # options that would make a command run long or leave this process (a server, a Ray cluster)
 SKIP = {"--self-test", "--ray", "--prometheus", "--telemetry", "--sweep", "--duration-s"}
@@ -137,7 +138,9 @@ def _mutation(draw: Any) -> tuple[str, list[str]]:
         flag = draw(st.sampled_from(options))
         value = draw(st.sampled_from(HOSTILE + PATHS))
         args += [flag, value]
-    if name in ("diagnose", "bench-import", "calibrate", "export") and draw(st.booleans()):
+    if name in ("diagnose", "bench-import", "calibrate", "export", "import-telemetry") and draw(
+        st.booleans()
+    ):
         args[0] = draw(st.sampled_from(PATHS))  # the positional input itself
     return name, args
 
@@ -172,7 +175,14 @@ def test_every_command_has_a_base_or_is_left_out_on_purpose() -> None:
     assert commands - set(BASES) <= {"serve", "monitor"}, commands - set(BASES)
 
 
-EXPECTED_BASE_EXIT = {"bench": 1, "bench-import": 2, "diagnose": 2, "calibrate": 2, "export": 2}
+EXPECTED_BASE_EXIT = {
+    "bench": 1,
+    "bench-import": 2,
+    "diagnose": 2,
+    "calibrate": 2,
+    "export": 2,
+    "import-telemetry": 2,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BASES))

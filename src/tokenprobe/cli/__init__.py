@@ -12,6 +12,7 @@ from tokenprobe.cli import compare as _compare  # noqa: F401
 from tokenprobe.cli import diagnose as _diagnose  # noqa: F401
 from tokenprobe.cli import estimate as _estimate  # noqa: F401
 from tokenprobe.cli import export as _export  # noqa: F401
+from tokenprobe.cli import import_telemetry as _import_telemetry  # noqa: F401
 from tokenprobe.cli import monitor as _monitor  # noqa: F401
 from tokenprobe.cli import plan as _plan  # noqa: F401
 from tokenprobe.cli import report as _report  # noqa: F401

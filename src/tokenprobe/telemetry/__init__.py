@@ -12,7 +12,7 @@ from tokenprobe.telemetry.exporter import EnergyMeter, Exporter, RecordsTail
 from tokenprobe.telemetry.host import HostReader, HostSample, RaplReader
 from tokenprobe.telemetry.nvidia_smi_csv import CsvImport, parse_nvidia_smi_csv, read_nvidia_smi_csv
 from tokenprobe.telemetry.nvml import GpuReading, NvmlGpus
-from tokenprobe.telemetry.prometheus_text import server_sample
+from tokenprobe.telemetry.prometheus_text import gpu_samples, server_sample
 from tokenprobe.telemetry.sampler import (
     DEFAULT_PERIOD_S,
     Gap,
@@ -42,6 +42,7 @@ __all__ = [
     "RecordsTail",
     "Sampler",
     "ServerScraper",
+    "gpu_samples",
     "make_sampler",
     "notes_doc",
     "open_gpus",
