@@ -314,3 +314,23 @@ def test_report_is_json_serialisable_with_the_derived_figures():
         report.energy_j / 3.6e6 / (report.output_tokens / 1e6)
     )
     assert set(doc["request_energy_j"]) == {f"r{i}" for i in range(20)}
+
+
+def test_the_split_fit_is_nonnegative_least_squares() -> None:
+    from tokenprobe.energy_join import nonnegative_lstsq
+
+    # unconstrained: x = (1, -1); over x >= 0 the optimum is (0.5, 0) (min (x-1)^2 + x^2)
+    a, b = np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([1.0, 0.0])
+    assert np.allclose(nonnegative_lstsq(a, b), [0.5, 0.0])
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        a = rng.normal(size=(12, 3))
+        b = rng.normal(size=12)
+        x = nonnegative_lstsq(a, b)
+        grad = a.T @ (a @ x - b)  # KKT: grad = 0 where x > 0, grad >= 0 where x = 0
+        assert np.all(x >= 0)
+        assert np.allclose(grad[x > 0], 0, atol=1e-8)
+        assert np.all(grad[x == 0] >= -1e-8)
+        free, *_ = np.linalg.lstsq(a, b, rcond=None)
+        if np.all(free >= 0):  # inside the orthant both fits agree
+            assert np.allclose(x, free)

@@ -68,6 +68,9 @@ class PrefillDecodeFit:
     intervals: int
     prefill_energy_j: float  # j_per_prefill_token × input tokens of the run
     decode_energy_j: float
+    # coefficients the non-negative fit held at 0 (an unconstrained fit would have made them
+    # negative: a static power or an energy per token below zero is not physics)
+    at_zero: tuple[str, ...] = ()
 
     @property
     def kwh_per_million_input_tokens(self) -> float:
@@ -159,7 +162,7 @@ def _fit_prefill_decode(
         w = np.sqrt(dt)
         if np.linalg.matrix_rank(design * w[:, None]) < 3:
             return None
-        beta, *_ = np.linalg.lstsq(design * w[:, None], power * w, rcond=None)
+        beta = nonnegative_lstsq(design * w[:, None], power * w)
         residual = power - design @ beta
         mean = np.average(power, weights=dt)
         ss_res += float(np.sum(dt * residual**2))
@@ -169,6 +172,7 @@ def _fit_prefill_decode(
     if used == 0:
         return None
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    names = ("static_w", "j_per_prefill_token", "j_per_decode_token")
     return PrefillDecodeFit(
         static_w=float(coef[0]),
         j_per_prefill_token=float(coef[1]),
@@ -177,7 +181,31 @@ def _fit_prefill_decode(
         intervals=used,
         prefill_energy_j=float(coef[1]) * input_tokens,
         decode_energy_j=float(coef[2]) * output_tokens,
+        at_zero=tuple(n for n, c in zip(names, coef, strict=True) if c == 0.0),
     )
+
+
+def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """argmin ||a x − b|| subject to x ≥ 0, exactly, for the few columns of the energy split.
+
+    The optimum of a convex quadratic over the orthant is the unconstrained least-squares
+    solution on some set of free columns with the others at 0 (the KKT conditions; Lawson &
+    Hanson, "Solving Least Squares Problems", 1974, ch. 23): try every set (2^n − 1 of them,
+    7 here) and keep the feasible one with the smallest residual.
+    """
+    n = a.shape[1]
+    best, best_res = np.zeros(n), float(np.sum(b**2))
+    for mask in range(1, 2**n):
+        cols = [j for j in range(n) if mask >> j & 1]
+        x_free, *_ = np.linalg.lstsq(a[:, cols], b, rcond=None)
+        if np.any(x_free < 0):
+            continue
+        x = np.zeros(n)
+        x[cols] = x_free
+        res = float(np.sum((a @ x - b) ** 2))
+        if res < best_res - 1e-12 * max(1.0, best_res):
+            best, best_res = x, res
+    return best
 
 
 def _edges(iv: Intervals) -> np.ndarray:
@@ -332,5 +360,6 @@ __all__ = [
     "cumulative_work",
     "intervals_of",
     "join_energy",
+    "nonnegative_lstsq",
     "phases_of",
 ]
