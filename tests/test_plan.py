@@ -101,3 +101,23 @@ def test_a_slower_engine_profile_lowers_the_rate_a_replica_sustains() -> None:
          "--workers", "1", "--profile", "no-such-engine", "--json"],
     )  # fmt: skip
     assert cli.exit_code != 0 and "no-such-engine" in cli.output
+
+
+def test_power_caps_are_a_searched_dimension() -> None:
+    from tokenprobe.hardware import get_gpu
+
+    cands = candidates(["h100-sxm"], ["bf16"], [1], [256], [0.7, 1.0])
+    assert [c.label for c in cands] == ["h100-sxm bf16 tp1 seqs256 pl70%",
+                                        "h100-sxm bf16 tp1 seqs256"]  # fmt: skip
+    req = PlanRequest("llama-3.1-8b", 1.0, *fixed_lengths(512, 128), None, 0.05, cands)
+    capped, uncapped = (req.deployment(c) for c in cands)
+    assert capped.power_limit_w == pytest.approx(0.7 * get_gpu("h100-sxm").tdp_w)
+    assert uncapped.power_limit_w is None
+
+
+@pytest.mark.parametrize("fractions", ["0", "1.5", "nan", "x"])
+def test_a_power_cap_outside_a_tenth_to_one_is_refused(fractions: str) -> None:
+    args = ["plan", "--model", "llama-3.1-8b", "--rate", "1", "--slo-tpot-s", "0.05",
+            "--gpu", "h100-sxm", "--power-limit-fractions", fractions]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "power_limit_fractions" in result.output, result.output

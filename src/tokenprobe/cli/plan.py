@@ -13,6 +13,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.plan import Plan, PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
@@ -32,6 +33,10 @@ def _ints(text: str, field: str) -> list[int]:
         return [int(t) for t in _split(text, field)]
     except ValueError:
         raise ConfigError(field, text, "comma-separated integers, e.g. 1,2,4") from None
+
+
+def _fractions(text: str, field: str) -> list[float]:
+    return [finite(field, x, lo=0.1, hi=1.0) for x in _split(text, field)]
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
@@ -68,6 +73,10 @@ def plan_cmd(
         str,
         typer.Option(help="Engine batch caps to search, comma-separated (vLLM's on a <70 GiB GPU)"),
     ] = "256",
+    power_limit_fractions: Annotated[
+        str,
+        typer.Option(help="GPU power caps to search, fractions of TDP, e.g. 0.7,0.85,1"),
+    ] = "1",
     price_per_gpu_hour: Annotated[
         str | None,
         typer.Option("--gpu-hour-usd", help="USD per GPU-hour by GPU, e.g. h100-sxm=2.5,h200=3.5"),
@@ -99,6 +108,7 @@ def plan_cmd(
         cands = candidates(
             _split(gpus, "gpu"), _split(dtypes, "weight_dtype"), _ints(tp, "tp"),
             _ints(max_num_seqs, "max_num_seqs"),
+            _fractions(power_limit_fractions, "power_limit_fractions"),
         )  # fmt: skip
         req = PlanRequest(
             model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,

@@ -39,6 +39,7 @@ from tokenprobe.cost import (
 )
 from tokenprobe.cost import Workload as StaticWorkload
 from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.model import get_model
 from tokenprobe.precision import get_dtype
@@ -55,10 +56,16 @@ class Candidate:
     weight_dtype: str
     tp: int
     max_num_seqs: int = 256
+    # the GPUs' power limit as a fraction of TDP (`nvidia-smi -pl`, seed 003 section 5.1): a
+    # lower cap lowers the clock, which slows compute-bound work and cuts energy per token
+    power_limit_fraction: float = 1.0
 
     @property
     def label(self) -> str:
-        return f"{self.gpu} {self.weight_dtype} tp{self.tp} seqs{self.max_num_seqs}"
+        label = f"{self.gpu} {self.weight_dtype} tp{self.tp} seqs{self.max_num_seqs}"
+        if self.power_limit_fraction < 1.0:
+            label += f" pl{100 * self.power_limit_fraction:.0f}%"
+        return label
 
 
 @dataclass(frozen=True)
@@ -106,9 +113,12 @@ class PlanRequest:
     power: PowerModel = DEFAULT_POWER
 
     def deployment(self, c: Candidate) -> Deployment:
+        limit_w = None
+        if c.power_limit_fraction < 1.0:
+            limit_w = c.power_limit_fraction * get_gpu(c.gpu).tdp_w
         return make_deployment(
             self.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype,
-            efficiency=self.efficiency, power=self.power,
+            efficiency=self.efficiency, power=self.power, power_limit_w=limit_w,
         )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -138,6 +148,7 @@ class PlanRequest:
             for name in ("tp", "max_num_seqs"):
                 if getattr(c, name) < 1:
                     raise ConfigError(name, getattr(c, name), "a positive integer")
+            finite("power_limit_fraction", c.power_limit_fraction, lo=0.1, hi=1.0)
 
 
 def _longest(dist: LengthDist) -> int:
@@ -286,11 +297,17 @@ class Plan:
 
 
 def candidates(
-    gpus: Iterable[str], dtypes: Iterable[str], tps: Iterable[int], max_num_seqs: Iterable[int]
+    gpus: Iterable[str],
+    dtypes: Iterable[str],
+    tps: Iterable[int],
+    max_num_seqs: Iterable[int],
+    power_limit_fractions: Iterable[float] = (1.0,),
 ) -> tuple[Candidate, ...]:
+    fractions = tuple(power_limit_fractions)
     return tuple(
-        Candidate(g, d, t, s) for g in gpus for d in dtypes for t in tps for s in max_num_seqs
-    )
+        Candidate(g, d, t, s, f)
+        for g in gpus for d in dtypes for t in tps for s in max_num_seqs for f in fractions
+    )  # fmt: skip
 
 
 def _evaluate_one(args: tuple[PlanRequest, Candidate]) -> Outcome:
