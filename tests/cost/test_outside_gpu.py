@@ -10,6 +10,7 @@ import tokenprobe
 from tokenprobe.cost import HostModel, Workload, estimate_deployment, make_deployment
 from tokenprobe.cost.io import kv_swap_stage, load_stage
 from tokenprobe.cost.network import sse_chunk_bytes, wire_bytes_per_token
+from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_host
 from tokenprobe.units import GIGA
 
@@ -81,3 +82,21 @@ def test_kv_swap_beats_recompute_for_long_contexts_on_pcie5() -> None:
     assert long["swap_in_s"] == pytest.approx(
         long["kv_bytes_per_gpu"] / dep.gpu.host_bytes_per_s  # type: ignore[operator]
     )
+
+
+def test_storage_speed_and_engine_init_are_parameters_of_the_cold_start() -> None:
+    import tokenprobe
+
+    shape = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tp": 4, "input_tokens": 1024,
+             "output_tokens": 256}  # fmt: skip
+    slow = tokenprobe.estimate(**shape, storage_bytes_per_s=1e9, engine_init_s=35.0)
+    default = tokenprobe.estimate(**shape).to_dict()["loading"]
+    slow = slow.to_dict()["loading"]
+    # 141.1 GB at 1 GB/s = 141.1 s, plus the unchanged host-to-GPU copy, plus 35 s of init
+    assert slow["storage_read_s"] == pytest.approx(slow["checkpoint_bytes"] / 1e9)
+    assert slow["cold_start_s"] == pytest.approx(
+        slow["storage_read_s"] + default["host_to_gpu_s"] + 35.0
+    )
+    assert default["engine_init_s"] == 20.0 and default["cold_start_s"] < slow["cold_start_s"]
+    with pytest.raises(ConfigError, match="storage_bytes_per_s"):
+        tokenprobe.estimate(**shape, storage_bytes_per_s=0.0)

@@ -10,7 +10,7 @@ from rich.text import Text
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
-from tokenprobe.cost import Efficiency, Estimate, estimate
+from tokenprobe.cost import DEFAULT_ENGINE_INIT_S, Efficiency, Estimate, estimate
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.report import memory_rows
@@ -85,6 +85,14 @@ def estimate_cmd(
         float | None,
         typer.Option(help="Measured tokenizer speed per core (benchmarks/host_costs.py)"),
     ] = None,
+    storage_gb_per_s: Annotated[
+        float | None,
+        typer.Option(help="Checkpoint storage read speed, GB/s (default: the host's NVMe)"),
+    ] = None,
+    engine_init_s: Annotated[
+        float,
+        typer.Option(help="Engine start-up after loading (CUDA graphs, compile), s"),
+    ] = DEFAULT_ENGINE_INIT_S,
     cpu_offload_gb: Annotated[
         float, typer.Option(help="Weights per GPU kept in host memory, GB (vLLM --cpu-offload-gb)")
     ] = 0.0,
@@ -134,6 +142,8 @@ def estimate_cmd(
             tls=tls,
             tokenizer_tokens_per_s=tokenizer_tokens_per_s,
             cpu_offload_bytes=cpu_offload_gb * GIGA,
+            storage_bytes_per_s=None if storage_gb_per_s is None else storage_gb_per_s * GIGA,
+            engine_init_s=engine_init_s,
         )
 
     result = guarded(run)

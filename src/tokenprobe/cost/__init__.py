@@ -13,7 +13,7 @@ from tokenprobe.cost.efficiency import (
 )
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
-from tokenprobe.cost.host import HostModel
+from tokenprobe.cost.host import DEFAULT_ENGINE_INIT_S, HostModel
 from tokenprobe.cost.memory import (
     DEFAULT_BUDGET,
     MEMORY_RULES,
@@ -32,6 +32,7 @@ from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_
 __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_EFFICIENCY",
+    "DEFAULT_ENGINE_INIT_S",
     "DEFAULT_POWER",
     "MAX_OVERHEAD_S",
     "MAX_ROUTING_SKEW",

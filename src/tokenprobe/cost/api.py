@@ -8,7 +8,7 @@ from tokenprobe.cost.deployment import MAX_GPUS, make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
-from tokenprobe.cost.host import HostModel
+from tokenprobe.cost.host import DEFAULT_ENGINE_INIT_S, HostModel
 from tokenprobe.cost.memory import MemoryBudget
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec, get_host
@@ -84,6 +84,8 @@ def estimate(
     host: str = "default",
     tls: bool = False,
     cpu_offload_bytes: float = 0.0,
+    storage_bytes_per_s: float | None = None,
+    engine_init_s: float = DEFAULT_ENGINE_INIT_S,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -110,7 +112,12 @@ def estimate(
         power_limit_w=power_limit_w,
         cpu_offload_bytes=cpu_offload_bytes,
     )
-    host_model = HostModel(network_rtt_s=network_rtt_s, tls=tls)
+    host_model = HostModel(
+        network_rtt_s=network_rtt_s,
+        tls=tls,
+        storage_bytes_per_s=storage_bytes_per_s,
+        engine_init_s=engine_init_s,
+    )
     if tokenizer_tokens_per_s is not None:
         host_model = replace(host_model, tokenizer_tokens_per_s=tokenizer_tokens_per_s)
     return estimate_deployment(

@@ -323,7 +323,7 @@ def outside_gpu_stages(
         "network": network_stage(
             w.input_tokens, w.output_tokens, dep.model.name, host_spec.nic_bytes_per_s, host.tls
         ),
-        "loading": load_stage(dep, host_spec),
+        "loading": load_stage(dep, host_spec, host.storage_bytes_per_s, host.engine_init_s),
         "kv_swap": kv_swap_stage(dep, w.input_tokens + w.output_tokens),
     }
 

@@ -38,6 +38,8 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.units import GIGA, MEGA, MICRO, MILLI
 
+DEFAULT_ENGINE_INIT_S = 20.0  # engine start-up after the weights are in: cost/io.py cites it
+
 
 @dataclass(frozen=True, slots=True)
 class HostModel:
@@ -51,10 +53,16 @@ class HostModel:
     tls_bytes_per_s: float = 2 * GIGA
     requests_per_connection: float = 100.0
     network_rtt_s: float = 0.0
+    # model loading (cost/io.py): None reads the checkpoint at the host's NVMe speed; network
+    # or object storage is slower (give its bandwidth)
+    storage_bytes_per_s: float | None = None
+    engine_init_s: float = DEFAULT_ENGINE_INIT_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None and f.name == "storage_bytes_per_s":
+                continue
             if f.name == "tls":
                 if not isinstance(value, bool):
                     raise ConfigError("host.tls", value, "true or false")

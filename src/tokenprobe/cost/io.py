@@ -6,8 +6,13 @@ Model loading (cold start) is its own fault domain, separate from token generati
                + engine_init_s                                    (CUDA context, CUDA graphs)
 and a warm restart reads the checkpoint from the page cache at DRAM speed when it fits in host
 memory. The stages are summed: vLLM and TensorRT-LLM load shard by shard (read, then copy),
-with little overlap. `engine_init_s` defaults to 20 s: vLLM start-up logs show CUDA-graph
-capture of 5-30 s plus profiling; torch.compile's first run adds more (cached afterwards).
+with little overlap. `engine_init_s` defaults to 20 s, between what public vLLM start-up logs
+show: CUDA-graph capture alone 15 s for Llama-3-8B (vllm-project/vllm#10460, "Graph capturing
+finished in 15 secs"), and V1's whole "init engine (profile, create kv cache, warmup model)"
+34.1 s with a warm torch.compile cache (7.5 s compile, 17 s graph capture; vllm-project/vllm
+#20264); a cold torch.compile adds tens of seconds (28.8 s in kubernetes-sigs/gateway-api-
+inference-extension#550). Both it and the storage bandwidth are parameters (`estimate
+--engine-init-s`, `--storage-gb-per-s`).
 
 Offload (vLLM `--cpu-offload-gb`): offloaded weights stay in pinned host memory and are read
 over the host link on every forward pass (UVA), so each step pays
@@ -20,6 +25,7 @@ of the two is what an engine should do.
 from __future__ import annotations
 
 from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.host import DEFAULT_ENGINE_INIT_S
 from tokenprobe.cost.memory import (
     DEFAULT_BUDGET,
     kv_bytes_per_request_per_gpu,
@@ -28,8 +34,6 @@ from tokenprobe.cost.memory import (
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import step_cost
 from tokenprobe.hardware import HostSpec
-
-DEFAULT_ENGINE_INIT_S = 20.0
 
 
 def load_stage(
