@@ -243,20 +243,16 @@ def _memory_table(m: dict[str, Any]) -> None:
 
 
 def _energy_table(e: dict[str, Any]) -> None:
-    title = (
-        "Energy (GPU"
-        + (f" x facility {e['facility_factor']:.2f}" if e["facility_factor"] != 1 else "")
-        + ")"
-    )
+    title = f"Energy, every line on one basis: {e['energy_basis']}"
     rows = [
         ("J per input token (prefill)", f"{e['joules_per_input_token']:.4f}"),
         ("J per output token (decode)", f"{e['joules_per_output_token']:.4f}"),
-        ("J per output token, all in", f"{e['joules_per_token_all_in']:.4f}"),
-        ("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4f}"),
-        ("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4f}"),
+        ("J per output token, prefill + decode", f"{e['joules_per_token_all_in']:.4f}"),
+        ("kWh per million output tokens (decode)", f"{e['kwh_per_million_output_tokens']:.4f}"),
+        ("kWh per million input tokens (prefill)", f"{e['kwh_per_million_input_tokens']:.4f}"),
     ]
     for key, label in (
-        ("usd_electricity_per_million_output_tokens", "$ electricity / M out"),
+        ("usd_electricity_per_million_output_tokens", "$ electricity / M out, prefill + decode"),
         ("usd_gpu_time_per_million_output_tokens", "$ GPU time / M out"),
     ):
         if e[key] is not None:

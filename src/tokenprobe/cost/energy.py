@@ -106,3 +106,10 @@ class EnergyPrices:
     @property
     def facility_factor(self) -> float:
         return self.pue * (1.0 + self.server_overhead_fraction)
+
+    @property
+    def basis(self) -> str:
+        """What every energy figure counts: "GPU", "GPU + host (x1.20)", "facility (...)"."""
+        host = f"GPU + host (x{1 + self.server_overhead_fraction:.2f})"
+        base = host if self.server_overhead_fraction > 0 else "GPU"
+        return base if self.pue == 1.0 else f"facility: {base} x PUE {self.pue:.2f}"
