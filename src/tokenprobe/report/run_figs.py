@@ -81,9 +81,9 @@ def latency_cdfs(run: Run) -> Figure:
     return figure(
         data,
         layout(
-            "Latency CDFs (successful requests)",
+            "Latency CDFs (successful requests; ITL: of token gaps)",
             axis("latency (ms, log)", type="log"),
-            axis("fraction of requests (ITL: of token gaps)", range=[0, 1.02], tickformat=".0%"),
+            axis("share of values below", range=[0, 1.02], tickformat=".0%"),
         ),
     )
 
