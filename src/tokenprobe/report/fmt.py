@@ -4,6 +4,7 @@
   separators: 0.0123, 4.56, 78.9, 460, 22,150, 1,234,567. Integers print whole (12, 1,530).
 - `ms(seconds)`: the same for a duration shown in milliseconds (the report's latency unit).
 - `pct(fraction)`: a percentage with 3 significant digits (0.4567 -> "45.7%").
+- `duration(s)`, `si(x, unit)`, `size(bytes)`: the same digits with the unit that reads best.
 Never scientific notation (`2.215e+04` reads badly); "-" for a value that is absent, not a
 number, or not finite.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tokenprobe.units import MILLI
+from tokenprobe.units import GIGA, KILO, MEGA, MICRO, MILLI, PETA, TERA, GiB, KiB, MiB, TiB
 
 MISSING = "-"
 
@@ -52,3 +53,38 @@ def pct(fraction: Any) -> str:
     """A fraction as a percentage, 3 significant digits."""
     f = _value(fraction)
     return MISSING if f is None else num(100 * f) + "%"
+
+
+def duration(seconds: Any) -> str:
+    """A duration in the unit that reads best (µs under 1 ms, ms under 1 s, else s), `num`."""
+    s = _value(seconds)
+    if s is None:
+        return MISSING
+    if abs(s) < MILLI and s != 0:
+        return num(s / MICRO, "µs")
+    if abs(s) < 1.0:
+        return num(s / MILLI, "ms")
+    return num(s, "s")
+
+
+def si(value: Any, unit: str) -> str:
+    """A value with a decimal prefix (k, M, G, T, P) and `num`'s digits: si(3.35e12, "B/s") ->
+    "3.35 TB/s"."""
+    x = _value(value)
+    if x is None:
+        return MISSING
+    for factor, prefix in ((PETA, "P"), (TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")):
+        if abs(x) >= factor:
+            return num(x / factor, prefix + unit)
+    return num(x, unit)
+
+
+def size(n_bytes: Any) -> str:
+    """A memory size with binary prefixes (KiB, MiB, GiB, TiB), `num`'s digits."""
+    x = _value(n_bytes)
+    if x is None:
+        return MISSING
+    for factor, name in ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if abs(x) >= factor:
+            return num(x / factor, name)
+    return num(round(x), "B")

@@ -22,6 +22,7 @@ import numpy as np
 
 from tokenprobe.metrics import run_duration_s
 from tokenprobe.records import Run
+from tokenprobe.report import fmt
 from tokenprobe.report.plot import PALETTE, STAGE_COLORS, Figure, axis, figure, layout, ms
 
 CDF_POINTS = 400
@@ -328,7 +329,7 @@ def run_energy(summary: dict[str, Any]) -> Figure | None:
             "type": "bar",
             "x": ["input tokens (prefill)", "output tokens (decode)"],
             "y": values,
-            "text": [f"{v:.3g} kWh/M" for v in values],
+            "text": [f"{fmt.num(v)} kWh/M" for v in values],
             "textposition": "outside",
             "marker": {"color": [STAGE_COLORS["prefill"], STAGE_COLORS["decode"]]},
             "hovertemplate": "%{x}: %{y:.4g} kWh per million<extra></extra>",

@@ -16,7 +16,6 @@ from tokenprobe.report.estimate_figs import SHARES, estimate_figures
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import Figure
 from tokenprobe.report.run_figs import latency_cdf_overlay, run_figures
-from tokenprobe.units import fmt_bytes, fmt_s, fmt_si
 
 
 def describe_estimate(est: dict[str, Any]) -> str:
@@ -32,9 +31,9 @@ def headline_rows(est: dict[str, Any]) -> list[Row]:
     m, e = est["memory"], est["energy"]
     cb = (est.get("decode") or {}).get("compute_bound_batch")
     return [
-        ("TTFT", fmt_s(est["ttft_s"])),
-        ("TPOT (mean over the output)", fmt_s(est["tpot_s"])),
-        ("E2E", fmt_s(est["e2e_s"])),
+        ("TTFT", fmt.duration(est["ttft_s"])),
+        ("TPOT (mean over the output)", fmt.duration(est["tpot_s"])),
+        ("E2E", fmt.duration(est["e2e_s"])),
         ("output tokens/s (whole batch)", fmt.num(est["output_tokens_per_s"])),
         ("decode turns compute-bound at batch", "never" if cb is None else str(cb)),
         ("fits in memory", "yes" if m["fits"] else f"NO: {m['reason']}"),
@@ -51,13 +50,13 @@ def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
     stages = [(n, est[n]) for n in ("prefill", "decode") if est.get(n)]
     header: Row = ("", *(("decode step" if n == "decode" else n) for n, _ in stages))
     fmts: list[tuple[str, Any]] = [
-        ("time", lambda s: fmt_s(s["time_s"])),
-        ("FLOP", lambda s: fmt_si(s["flop"], "FLOP")),
-        ("HBM bytes", lambda s: fmt_si(s["hbm_bytes"], "B")),
+        ("time", lambda s: fmt.duration(s["time_s"])),
+        ("FLOP", lambda s: fmt.si(s["flop"], "FLOP")),
+        ("HBM bytes", lambda s: fmt.si(s["hbm_bytes"], "B")),
         ("FLOP per byte", lambda s: fmt.num(s["arithmetic_intensity_flop_per_byte"])),
         ("bound", lambda s: s["bound"]),
-        *((f"{k} share", lambda s, k=k: f"{100 * s['shares'][k]:.0f}%") for k in SHARES),
-        ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
+        *((f"{k} share", lambda s, k=k: fmt.pct(s["shares"][k])) for k in SHARES),
+        ("power per GPU", lambda s: fmt.num(s["power_w"], "W")),
     ]
     return header, [(label, *(fmt(s) for _, s in stages)) for label, fmt in fmts]
 
@@ -65,7 +64,7 @@ def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
 def memory_rows(m: dict[str, Any]) -> list[Row]:
     """The memory budget of an estimate as (label, value) rows (report and terminal alike)."""
     rows: list[Row] = [
-        (label, fmt_bytes(m[key]))
+        (label, fmt.size(m[key]))
         for label, key in (
             ("HBM", "hbm_bytes_per_gpu"),
             ("usable by the engine", "usable_bytes_per_gpu"),
@@ -85,7 +84,9 @@ def estimate_sections(est: dict[str, Any], prefix: str = "") -> list[Section]:
     estimates share a page."""
     figs = {prefix + k: v for k, v in estimate_figures(est).items()}
     header, stage_rows = _stage_rows(est)
-    ttft: list[Row] = [(k.removesuffix("_s"), fmt_s(v)) for k, v in est["ttft_breakdown_s"].items()]
+    ttft: list[Row] = [
+        (k.removesuffix("_s"), fmt.duration(v)) for k, v in est["ttft_breakdown_s"].items()
+    ]
 
     def pick(*ids: str) -> dict[str, Figure]:
         return {prefix + i: figs[prefix + i] for i in ids if prefix + i in figs}
