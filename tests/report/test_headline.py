@@ -79,9 +79,13 @@ def test_no_table_cell_is_in_e_notation(measured: Any) -> None:
 def test_goodput_shows_with_its_slos() -> None:
     run = read_run(MEASURED)
     summary = {**(read_summary(MEASURED) or {}), "slo_ttft_s": 0.5, "slo_tpot_s": 0.04}
-    summary["goodput_requests_per_s"] = 0.25
+    sent = summary["completed"] + summary["failed"]
+    summary["goodput_requests_per_s"] = 3 / summary["duration_s"]  # 3 requests met the SLOs
     figures = _table(run_sections(run, summary)[0], "Key figures")
-    assert figures["goodput (requests/s within TTFT <= 500 ms, TPOT <= 40.0 ms)"] == ("0.250",)
+    share = fmt.pct(3 / sent)
+    assert figures["goodput (requests/s within TTFT <= 500 ms, TPOT <= 40.0 ms)"] == (
+        f"{fmt.num(3 / summary['duration_s'])} ({share} of requests)",
+    )
     plain = _table(run_sections(run, read_summary(MEASURED) or {})[0], "Key figures")
     assert not any(k.startswith("goodput") for k in plain)  # no SLOs: no goodput row
 

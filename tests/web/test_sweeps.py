@@ -74,7 +74,7 @@ def test_sweep_points_and_the_sweep_open(sweep_server: Server) -> None:
         summary = httpx.get(f"{url}/api/runs/sweep/{point}", timeout=30).json()["summary"]
         assert summary == read_summary(SWEEP / point)
         page = httpx.get(f"{url}/runs/sweep/{point}", timeout=60)
-        assert page.status_code == 200 and "At a glance" in page.text
+        assert page.status_code == 200 and f"At a glance: sweep/{point}" in page.text
     doc = httpx.get(f"{url}/api/runs/sweep", timeout=30).json()
     assert doc["sweep"] is True and [p["name"] for p in doc["points"]] == [
         f"sweep/{p}" for p in POINTS

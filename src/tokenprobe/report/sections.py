@@ -161,6 +161,21 @@ def _slo_text(summary: dict[str, Any], config: dict[str, Any]) -> str | None:
     return ", ".join(parts) or None
 
 
+def _goodput_text(summary: dict[str, Any]) -> str:
+    """ "0.255 (12.5% of requests)": goodput and the share of all requests sent (failed ones
+    included) that met the SLOs."""
+    goodput = _float(summary.get("goodput_requests_per_s"))
+    duration = _float(summary.get("duration_s"))
+    sent = sum(_float(summary.get(k)) or 0.0 for k in ("completed", "failed"))
+    if goodput is None or duration is None or sent <= 0:
+        return fmt.num(goodput)
+    return f"{fmt.num(goodput)} ({fmt.pct(goodput * duration / sent)} of requests)"
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if _is_num(v) else None
+
+
 def _key_figures(summary: dict[str, Any], config: dict[str, Any]) -> list[Row]:
     """The run's key figures: requests, errors, throughput, latency p50/p99, goodput."""
     rows: list[Row] = [
@@ -185,9 +200,7 @@ def _key_figures(summary: dict[str, Any], config: dict[str, Any]) -> list[Row]:
             )
     slo = _slo_text(summary, config)
     if slo is not None:
-        rows.append(
-            (f"goodput (requests/s within {slo})", fmt.num(summary.get("goodput_requests_per_s")))
-        )
+        rows.append((f"goodput (requests/s within {slo})", _goodput_text(summary)))
     for label, key in (("preemptions", "preemptions"), ("rejected", "rejected")):
         if _is_num(summary.get(key)) and summary.get(key):
             rows.append((label, fmt.num(summary.get(key))))

@@ -365,8 +365,9 @@ def run_report_html(runs_root: Path, path: Path) -> str:
                 run = read_run(path)
             summary = _summary(path)
             with _reading(path):
-                sections = run_sections(run, summary or summarize(run), path.name)
-                html = render_html(f"Run {path.name}", sections)
+                name = path.relative_to(runs_root.resolve()).as_posix()  # sweep/point
+                sections = run_sections(run, summary or summarize(run), name)
+                html = render_html(f"Run {name}", sections)
             _REPORTS.clear()  # one report is several MB: keep only the latest
             _REPORTS[key] = html
         return _REPORTS[key]
