@@ -120,3 +120,18 @@ def test_run_facts_read_a_nested_deployment_and_the_catalog_model() -> None:
     assert facts["gpu"] == "h100-sxm (tp=2)"
     assert facts["engine"] == "vllm"
     assert facts["load"] == "2.50 req/s, 1,000 requests"
+
+
+def test_run_facts_of_an_imported_vllm_run() -> None:
+    config = {
+        "model_id": "meta-llama/Llama-3.1-8B",
+        "backend": "vllm",
+        "request_rate": 4.0,
+        "max_concurrency": None,
+        "source": "vllm bench serve",
+    }
+    facts = run_facts("imported", config)
+    assert facts["model"] == "meta-llama/Llama-3.1-8B"
+    assert facts["engine"] == "vllm"
+    assert facts["load"] == "4.00 req/s"
+    assert facts["server"] == "imported from vllm bench serve"

@@ -2,9 +2,11 @@
 
 Read defensively: a measured run has `model`, `url`, the bench keys (`concurrency`,
 `rate_per_s`, `num_requests`, `input_tokens`, ...) and maybe `catalog_model`/`gpu`; a simulated
-run has its deployment (`model`, `gpu`, `tp`, `workload`, `scheduler`); a typed run config may
-nest them under `deployment` / `workload` / `server`. An absent or odd-typed key is "-", never an
-error. Used by the report's headline and by the run browser's list, so both say the same.
+run has its deployment (`model`, `gpu`, `tp`, `workload`, `scheduler`); an imported run has
+`source` and what the tool kept (vLLM: `model_id`, `backend`, `request_rate`, `max_concurrency`);
+a typed run config may nest them under `deployment` / `workload` / `server`. An absent or
+odd-typed key is "-", never an error. Used by the report's headline and by the run browser's
+list, so both say the same.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _text(v: Any) -> str | None:
 
 
 def _model(config: dict[str, Any]) -> str:
-    served = _text(_lookup(config, "model", "served_model", "served_model_id"))
+    served = _text(_lookup(config, "model", "served_model", "served_model_id", "model_id"))
     catalog = _text(_lookup(config, "catalog_model"))
     if served and catalog and catalog != served:
         return f"{served} (priced as {catalog})"
@@ -57,7 +59,7 @@ def _gpu(config: dict[str, Any]) -> str:
 
 
 def _engine(config: dict[str, Any]) -> str:
-    for key in ("engine", "engine_preset", "preset", "server_version"):
+    for key in ("engine", "engine_preset", "preset", "server_version", "backend"):
         value = _lookup(config, key)
         if isinstance(value, dict):
             value = value.get("name")
@@ -73,11 +75,11 @@ def _engine(config: dict[str, Any]) -> str:
 def _arrival_load(config: dict[str, Any]) -> str | None:
     arrival = _dict(_dict(config.get("workload")).get("arrival"))
     kind = arrival.get("kind")
-    if kind == "poisson" or (_lookup(config, "rate_per_s") and kind != "closed"):
-        rate = arrival.get("rate_per_s") or _lookup(config, "rate_per_s")
+    if kind == "poisson" or (_lookup(config, "rate_per_s", "request_rate") and kind != "closed"):
+        rate = arrival.get("rate_per_s") or _lookup(config, "rate_per_s", "request_rate")
         if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0:
             return f"{num(rate)} req/s"
-    users = arrival.get("concurrency") or _lookup(config, "concurrency")
+    users = arrival.get("concurrency") or _lookup(config, "concurrency", "max_concurrency")
     if isinstance(users, int) and not isinstance(users, bool) and users > 0:
         return f"concurrency {users:,}"
     if kind == "offline" or config.get("offline") is True:
@@ -113,7 +115,10 @@ def _server(kind: Any, config: dict[str, Any]) -> str:
     url = _text(_lookup(config, "url", "base_url", "server_url"))
     if url:
         return url
-    return "simulated" if kind == "simulated" else MISSING
+    if kind == "simulated":
+        return "simulated"
+    source = _text(_lookup(config, "source"))
+    return f"imported from {source}" if source else MISSING
 
 
 def run_facts(kind: Any, config: Any) -> dict[str, str]:
