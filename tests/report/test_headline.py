@@ -135,3 +135,16 @@ def test_run_facts_of_an_imported_vllm_run() -> None:
     assert facts["engine"] == "vllm"
     assert facts["load"] == "4.00 req/s"
     assert facts["server"] == "imported from vllm bench serve"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:s3cret@host:8000/v1?api_key=s3cret", "http://host:8000/v1"),
+        ("http://127.0.0.1:42407/v1", "http://127.0.0.1:42407/v1"),
+        ("http://[::1]:8000/v1", "http://[::1]:8000/v1"),
+        ("http://host:99999999/v1", "-"),
+    ],
+)
+def test_the_server_url_is_shown_without_credentials(url: str, shown: str) -> None:
+    assert run_facts("measured", {"url": url})["server"] == shown

@@ -12,6 +12,7 @@ list, so both say the same.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from tokenprobe.report.fmt import MISSING, num
 
@@ -111,10 +112,24 @@ def _load(config: dict[str, Any]) -> str:
     return ", ".join(found) if found else MISSING
 
 
+def _without_credentials(url: str) -> str:
+    """The URL without user:password@ and without its query (a key may ride in either)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # not a URL we can take apart: show nothing of it rather than a secret
+        return MISSING
+    if not parts.scheme or not host:
+        return url.split("@")[-1].split("?")[0]
+    host = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
 def _server(kind: Any, config: dict[str, Any]) -> str:
     url = _text(_lookup(config, "url", "base_url", "server_url"))
     if url:
-        return url
+        return _without_credentials(url)
     if kind == "simulated":
         return "simulated"
     source = _text(_lookup(config, "source"))
