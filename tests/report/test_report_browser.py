@@ -78,3 +78,89 @@ def test_compare_report_is_clean(browser: Any, tmp_path: Path) -> None:
     assert page.locator("#fig-compare .bars .point").count() == 12  # 4 panels x 3 GPUs
     page.close()
     assert errors == []
+
+
+MEASURED = Path(__file__).resolve().parents[1] / "data" / "runs" / "llamacpp_cpu_pid"
+SWEEP = Path(__file__).resolve().parent / "data" / "sweep_llamacpp"
+
+# every title plotly draws (figure, x/y axes of every subplot) is a <text> in .infolayer
+TITLE_BOXES = """() => {
+  const out = [];
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const boxes = [];
+    for (const t of plot.querySelectorAll('.infolayer [class*="title"] text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width > 0 && t.textContent.trim()) {
+        boxes.push({text: t.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom});
+      }
+    }
+    out.push({id: plot.id, boxes});
+  }
+  return out;
+}"""
+
+
+def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a["l"] < b["r"] and b["l"] < a["r"] and a["t"] < b["b"] and b["t"] < a["b"]
+
+
+def _title_clashes(page: Any) -> list[tuple[str, str, str]]:
+    clashes = []
+    plots = page.evaluate(TITLE_BOXES)
+    assert plots and all(p["boxes"] for p in plots)
+    for plot in plots:
+        boxes = plot["boxes"]
+        for i, a in enumerate(boxes):
+            clashes += [
+                (plot["id"], a["text"], b["text"]) for b in boxes[i + 1 :] if _overlaps(a, b)
+            ]
+    return clashes
+
+
+def _report_page(browser: Any, path: Path) -> tuple[Any, list[str]]:
+    page, errors = open_collecting_errors(browser, path.as_uri())
+    _plots_drawn(page)
+    page.wait_for_timeout(300)  # responsive relayout settles
+    return page, errors
+
+
+def test_measured_run_report_opens_with_the_headline_and_no_title_overlaps(
+    browser: Any, tmp_path: Path, artifacts: Path
+) -> None:
+    from tokenprobe.records import read_run, read_summary
+
+    run = read_run(MEASURED)
+    sections = run_sections(run, read_summary(MEASURED) or {}, MEASURED.name)
+    path = write_report(tmp_path / "m.html", sections, f"Run {MEASURED.name}")
+    page, errors = _report_page(browser, path)
+    first = page.locator("section").first
+    assert first.get_attribute("class") == "headline"
+    assert "What was run" in first.inner_text() and "Key figures" in first.inner_text()
+    # the headline sits above every figure, the configuration below all of them
+    tops = page.evaluate(
+        "[...document.querySelectorAll('section')].map(s => s.getBoundingClientRect().top)"
+    )
+    figs = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')].map(p => p.getBoundingClientRect().top)"
+    )
+    assert tops[0] < min(figs) and tops[-1] > max(figs)
+    assert page.locator("section").last.locator("h2").inner_text() == "Configuration"
+    assert _title_clashes(page) == []
+    page.screenshot(path=str(artifacts / "report-measured.png"), full_page=True)
+    page.close()
+    assert errors == []
+
+
+def test_sweep_report_draws_its_curves_without_title_overlaps(
+    browser: Any, tmp_path: Path, artifacts: Path
+) -> None:
+    from tokenprobe.report import read_sweep, sweep_sections
+
+    path = write_report(tmp_path / "s.html", sweep_sections(read_sweep(SWEEP), "s"), "sweep")
+    page, errors = _report_page(browser, path)
+    assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == 2
+    assert page.locator("#fig-sweep_throughput_latency .scatterlayer .point").count() >= 7
+    assert _title_clashes(page) == []
+    page.screenshot(path=str(artifacts / "report-sweep.png"), full_page=True)
+    page.close()
+    assert errors == []

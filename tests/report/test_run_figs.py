@@ -8,7 +8,15 @@ import pytest
 
 from tokenprobe.records import RequestRecord, Run, TelemetrySample, TimelinePoint
 from tokenprobe.report import run_figures
-from tokenprobe.report.run_figs import arrivals_per_s, bin_step_mean, cdf_points, run_timelines
+from tokenprobe.report.run_figs import (
+    arrivals_per_s,
+    bin_step_mean,
+    cdf_points,
+    in_flight,
+    output_tokens_per_s,
+    run_timelines,
+    timeline_bin_s,
+)
 
 
 def _record(i: int, sent: float) -> RequestRecord:
@@ -62,19 +70,40 @@ def test_cdf_points_are_quantiles_and_small_sets_stay_exact() -> None:
     assert xs[50] == pytest.approx(5000.0) and ps[50] == pytest.approx(0.5)
 
 
-def test_arrivals_per_s_counts_requests() -> None:
+def test_arrivals_per_s_counts_requests_in_round_bins() -> None:
     run = _run()
     run.records = [_record(i, 0.1 * i) for i in range(30)]  # sent at 0, 0.1, ..., 2.9 s
-    x, rate = arrivals_per_s(run, end_s=4.0, bins=2)
-    assert x == [0.0, 2.0]
-    assert rate == pytest.approx([20 / 2.0, 10 / 2.0])
+    x, rate = arrivals_per_s(run, end_s=4.0)
+    width = timeline_bin_s(4.0)
+    assert len(x) == round(4.0 / width)
+    assert x[1] - x[0] == pytest.approx(width)
+    assert sum(r * width for r in rate) == pytest.approx(30)  # every request counted once
+    assert max(rate) == pytest.approx(1 / width)  # one request per bin at most at this spacing
 
 
-def test_arrivals_keep_about_four_requests_per_bin() -> None:
-    # 6 requests cannot fill 2 bins with ~4 each: one bin, 6 requests over 4 s
-    x, rate = arrivals_per_s(_run(), end_s=4.0, bins=2)
-    assert x == [0.0]
-    assert rate == pytest.approx([1.5])
+@pytest.mark.parametrize("duration_s", [0.37, 4.0, 13.86, 99.0, 1000.0, 86_400.0])
+def test_timeline_bins_are_round_and_between_100_and_250(duration_s: float) -> None:
+    width = timeline_bin_s(duration_s)
+    mantissa = width / 10 ** np.floor(np.log10(width))
+    assert round(mantissa, 9) in (1.0, 2.0, 5.0)
+    assert 100 <= np.ceil(duration_s / width - 1e-9) <= 250
+
+
+def test_in_flight_is_the_time_weighted_count() -> None:
+    # 6 requests sent every 0.5 s, each in flight 1.0 s: 2 in flight at any time from 0.5 to 3 s
+    x, y = in_flight(_run(), end_s=4.0)
+    width = timeline_bin_s(4.0)
+    assert len(x) == round(4.0 / width)
+    # the integral of the in-flight count is the summed request time: 6 x 1.0 s
+    assert sum(v * width for v in y) == pytest.approx(6.0)
+    mid = [v for t, v in zip(x, y, strict=True) if 0.5 <= t < 2.9]
+    assert mid == pytest.approx([2.0] * len(mid))
+
+
+def test_output_tokens_per_s_counts_every_token_once() -> None:
+    _, y = output_tokens_per_s(_run(), end_s=4.0)
+    width = timeline_bin_s(4.0)
+    assert sum(v * width for v in y) == pytest.approx(60)  # 6 requests x 10 tokens
 
 
 def test_run_figures_are_valid_and_in_display_units() -> None:
@@ -99,7 +128,12 @@ def test_timeline_of_a_measured_run_draws_telemetry_power() -> None:
     fig = run_timelines(run)
     go.Figure(fig)
     names = [t["name"] for t in fig["data"]]
-    assert names == ["GPU 0 power (measured)", "arrivals (requests/s, right axis)"]
+    assert names == [
+        "in flight",
+        "output tokens/s",
+        "GPU 0 power (measured)",
+        "arrivals (requests/s, right axis)",
+    ]
 
 
 def test_big_timelines_are_binned() -> None:

@@ -23,8 +23,17 @@ def _estimate_report(out: Path, **kwargs: object) -> Path:
 def _run_report(out: Path, run_dir: Path) -> Path:
     from tokenprobe.metrics import summarize
     from tokenprobe.records import read_run, read_summary
-    from tokenprobe.report import run_sections, write_report
+    from tokenprobe.report import (
+        is_sweep_folder,
+        read_sweep,
+        run_sections,
+        sweep_sections,
+        write_report,
+    )
 
+    if is_sweep_folder(run_dir):  # bench --sweep: one run folder per point
+        sections = sweep_sections(read_sweep(run_dir), run_dir.name)
+        return write_report(out, sections, f"Sweep {run_dir.name}")
     run = read_run(run_dir)
     summary = read_summary(run_dir) or summarize(run)
     return write_report(out, run_sections(run, summary, run_dir.name), f"Run {run_dir.name}")
@@ -41,7 +50,8 @@ def _simulate_report(out: Path, **kwargs: object) -> Path:
 @app.command("report")
 def report_cmd(
     run_dir: Annotated[
-        Path | None, typer.Argument(help="A run folder (records.jsonl, timeline.jsonl, ...)")
+        Path | None,
+        typer.Argument(help="A run folder (records.jsonl, ...) or a sweep folder (bench --sweep)"),
     ] = None,
     out: Annotated[Path, typer.Option(help="The HTML file to write")] = Path("report.html"),
     estimate_: Annotated[

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenprobe.report import fmt
 from tokenprobe.report.plot import PALETTE, Figure, axis, figure, layout, ms
 
 # (row key, axis title, to display units, higher is better)
@@ -71,7 +72,7 @@ def _panel(
         "hovertemplate": "%{x}: %{y:.4g} " + title + "<extra></extra>",
     }
     if len(rows) <= MAX_LABELLED_BARS:
-        trace["text"] = [f"{v:.3g}" if v is not None else "does not fit" for v in values]
+        trace["text"] = [fmt.num(v) if v is not None else "does not fit" for v in values]
         trace["textposition"] = "outside"
         trace["cliponaxis"] = False
     direction = "higher is better" if better_high else "lower is better"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenprobe.records import Run
+from tokenprobe.report import fmt
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import PALETTE, Figure, axis, figure, layout
 
@@ -20,7 +21,11 @@ PANELS: tuple[tuple[str, str, float], ...] = (
 
 
 def _evidence(evidence: dict[str, Any]) -> str:
-    return "; ".join(f"{k} = {v}" for k, v in evidence.items() if v is not None)
+    return "; ".join(
+        f"{k} = {fmt.num(v) if isinstance(v, float) else v}"
+        for k, v in evidence.items()
+        if v is not None
+    )
 
 
 def findings_table(diagnosis: dict[str, Any]) -> Table:
@@ -28,16 +33,16 @@ def findings_table(diagnosis: dict[str, Any]) -> Table:
         (f["severity"], f["kind"], f["summary"], _evidence(f["evidence"]), f["action"])
         for f in diagnosis["findings"]
     ]
-    return Table("Findings", ("severity", "kind", "what", "evidence", "action"), rows)
+    return Table("Findings", ("severity", "kind", "what", "evidence", "action"), rows, text=True)
 
 
 def rules_table(diagnosis: dict[str, Any]) -> Table:
     rows: list[Row] = [(r["rule"], r["status"], r["reason"]) for r in diagnosis["rules"]]
-    return Table("Every rule", ("rule", "status", "reason"), rows)
+    return Table("Every rule", ("rule", "status", "reason"), rows, text=True)
 
 
 def _cell(value: float | None, scale: float) -> str:
-    return "-" if value is None else f"{value * scale:.4g}"
+    return fmt.num(None if value is None else value * scale)
 
 
 def comparison_table(comparison: dict[str, Any]) -> Table:
@@ -46,7 +51,7 @@ def comparison_table(comparison: dict[str, Any]) -> Table:
         row = next((r for r in comparison["rows"] if r["metric"] == metric), None)
         if row is None:
             continue
-        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        ratio = fmt.num(row["ratio"])
         rows.append((label, _cell(row["measured"], scale), _cell(row["predicted"], scale), ratio))
     caption = "Measured vs predicted"
     if comparison.get("deployment"):
@@ -117,7 +122,9 @@ def telemetry_figure(run: Run) -> Figure | None:
     proc = [h for h in run.host if h.process_cpu_util is not None]
     if proc:
         y = [100 * (h.process_cpu_util or 0) for h in proc]
-        top.append(_trace("server process", [h.t_s for h in proc], y, "y", PALETTE[1]))
+        top.append(
+            _trace("server process (% of one core)", [h.t_s for h in proc], y, "y", PALETTE[1])
+        )
     ok = [s for s in run.server if s.error is None]
     bottom: list[dict[str, Any]] = []
     for name, attr, scale, color in (
@@ -131,12 +138,16 @@ def telemetry_figure(run: Run) -> Figure | None:
             bottom.append(_trace(name, t, v, "y2", color))
     if not top and not bottom:
         return None
+    # the x axis sits under the lower panel (anchored to y2), so its title never lands inside
+    # a panel; the y titles are short enough for each panel's height
     fig_layout = layout(
         "Host and server over the run",
-        axis("time since run start (s)"),
-        axis("CPU (%; process: % of one core)", domain=[0.55, 1.0]),
-        yaxis2=axis("server's own /metrics", domain=[0.0, 0.45]),
+        axis("time since the run's start (s)", anchor="y2"),
+        axis("CPU (%)", domain=[0.56, 1.0], anchor="x", rangemode="tozero"),
+        yaxis2=axis("server /metrics", domain=[0.0, 0.44], anchor="x", rangemode="tozero"),
+        height=520,
     )
+    fig_layout["legend"]["y"] = -0.18
     return figure(top + bottom, fig_layout)
 
 

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from tokenprobe.hardware import get_gpu
+from tokenprobe.report import fmt
 from tokenprobe.report.plot import (
     PALETTE,
     RIGHT_LEGEND,
@@ -26,7 +27,6 @@ from tokenprobe.report.plot import (
     tflop_per_s,
     vline,
 )
-from tokenprobe.units import fmt_s
 
 SHARES: tuple[str, ...] = ("compute", "memory", "communication", "overhead")
 OP_COLORS: dict[str, str] = {
@@ -155,7 +155,7 @@ def stage_shares(est: dict[str, Any]) -> Figure:
     """Where the time of each stage goes: 100%-stacked horizontal bars of the compute / memory /
     communication / overhead shares (E12), the stage time in the bar label."""
     stages = _stages(est)
-    labels = [f"{STAGE_LABELS[n]}<br>{fmt_s(s['time_s'])}, {s['bound']}" for n, s in stages]
+    labels = [f"{STAGE_LABELS[n]}<br>{fmt.duration(s['time_s'])}, {s['bound']}" for n, s in stages]
     data = [
         {
             "type": "bar",
@@ -372,7 +372,7 @@ def energy_per_token(est: dict[str, Any]) -> Figure:
             "x": names,
             "y": values,
             "customdata": joules,
-            "text": [f"{v:.3g} kWh/M" for v in values],
+            "text": [f"{fmt.num(v)} kWh/M" for v in values],
             "textposition": "outside",
             "marker": {"color": [STAGE_COLORS["prefill"], STAGE_COLORS["decode"]]},
             "hovertemplate": "%{x}: %{y:.4g} kWh per million, %{customdata:.4g} J per token"

@@ -26,6 +26,7 @@ class Table:
     caption: str
     header: Row
     rows: list[Row]
+    text: bool = False  # words, not numbers: cells left-aligned
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: dict[str, Figure] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    css_class: str = ""
 
 
 @functools.cache
@@ -61,8 +63,14 @@ th { background: #f4f4f4; }
 .figs { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 12px; }
 .fig { min-height: 380px; border: 1px solid #eee; }
 .fig.wide { grid-column: 1 / -1; }
+table.text td, table.text th { text-align: left; }
 .note { color: #555; font-size: 0.9em; }
 .bad { color: #b00; font-weight: 600; }
+section.headline { background: #f8f9fb; border: 1px solid #dde3ea; border-radius: 6px;
+                   padding: 0.2em 1em 0.6em; }
+section.headline h2 { margin-top: 0.6em; }
+section.headline td:first-child { color: #555; }
+section.headline td:not(:first-child) { font-weight: 600; }
 """
 
 WIDE = {"timeline", "compare", "roofline"}
@@ -80,13 +88,16 @@ def _esc(text: object) -> str:
 
 
 def _table(t: Table) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in t.header)
+    head = "".join(f"<th>{_esc(h)}</th>" for h in t.header) if any(t.header) else ""
     body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    return f"<table><caption>{_esc(t.caption)}</caption><tr>{head}</tr>{body}</table>"
+    head_row = f"<tr>{head}</tr>" if head else ""
+    cls = ' class="text"' if t.text else ""
+    return f"<table{cls}><caption>{_esc(t.caption)}</caption>{head_row}{body}</table>"
 
 
 def _section(s: Section) -> str:
-    parts = [f"<section><h2>{_esc(s.title)}</h2>"]
+    cls = f' class="{_esc(s.css_class)}"' if s.css_class else ""
+    parts = [f"<section{cls}><h2>{_esc(s.title)}</h2>"]
     parts += [f'<p class="note">{_esc(n)}</p>' for n in s.notes]
     parts += [_table(t) for t in s.tables]
     if s.figures:

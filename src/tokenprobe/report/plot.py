@@ -60,8 +60,15 @@ def gb_per_s(bytes_per_s: float) -> float:
 
 
 def axis(title: str, **extra: Any) -> dict[str, Any]:
-    """An axis with a title (which carries the unit) and a light grid."""
-    return {"title": {"text": title}, "gridcolor": "#e5e5e5", "zeroline": False, **extra}
+    """An axis with a title (which carries the unit) and a light grid; `automargin` and a title
+    standoff keep the title clear of the tick labels (and the margins grow to fit it)."""
+    return {
+        "title": {"text": title, "standoff": 8},
+        "automargin": True,
+        "gridcolor": "#e5e5e5",
+        "zeroline": False,
+        **extra,
+    }
 
 
 def layout(title: str, x: dict[str, Any], y: dict[str, Any], **extra: Any) -> dict[str, Any]:

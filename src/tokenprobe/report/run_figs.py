@@ -4,10 +4,17 @@ Big runs stay small on the page: a latency CDF is drawn through at most `CDF_POI
 and timelines (piecewise constant, see `records.TimelinePoint`) are averaged over at most
 `TIMELINE_BINS` equal time bins, exactly (time-weighted, from the running integral), so a
 10,000-request run with 40,000 scheduler steps costs a few hundred kB of JSON.
+
+Every run's timeline (measured ones have no scheduler timeline) opens with what its records
+say: requests in flight (time-weighted mean per bin, exact) with arrivals per second, and output
+tokens per second. Their bin is a round width (1, 2 or 5 x 10^k s) chosen from the run's
+duration so that it gives 100 to 250 bins (`timeline_bin_s`): fine enough to see ramps and
+stalls, coarse enough that a bin holds more than one event on a busy run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,11 +22,11 @@ import numpy as np
 
 from tokenprobe.metrics import run_duration_s
 from tokenprobe.records import Run
+from tokenprobe.report import fmt
 from tokenprobe.report.plot import PALETTE, STAGE_COLORS, Figure, axis, figure, layout, ms
 
 CDF_POINTS = 400
 TIMELINE_BINS = 800
-ARRIVAL_BINS = 150
 LATENCIES: tuple[tuple[str, str], ...] = (
     ("ttft_s", "TTFT"),
     ("tpot_s", "TPOT"),
@@ -75,9 +82,9 @@ def latency_cdfs(run: Run) -> Figure:
     return figure(
         data,
         layout(
-            "Latency CDFs (successful requests)",
+            "Latency CDFs (successful requests; ITL: of token gaps)",
             axis("latency (ms, log)", type="log"),
-            axis("fraction of requests (ITL: of token gaps)", range=[0, 1.02], tickformat=".0%"),
+            axis("share of values below", range=[0, 1.02], tickformat=".0%"),
         ),
     )
 
@@ -106,14 +113,75 @@ def _step(t: np.ndarray, v: np.ndarray, end_s: float, bins: int) -> tuple[list[f
     return x.tolist(), y.tolist()
 
 
-def arrivals_per_s(run: Run, end_s: float, bins: int) -> tuple[list[float], list[float]]:
-    """Requests sent per second, counted in `bins` equal bins of [0, end_s]."""
+MIN_BINS, MAX_BINS = 100, 250
+
+
+def timeline_bin_s(duration_s: float) -> float:
+    """The smallest round bin width (1, 2 or 5 x 10^k s) that cuts `duration_s` into at most
+    `MAX_BINS` bins; it gives at least `MIN_BINS` (250 / 2.5) bins."""
+    if not duration_s > 0:
+        return 1.0
+    k = math.floor(math.log10(duration_s / MAX_BINS))
+    for exp in (k, k + 1):
+        for mantissa in (1.0, 2.0, 5.0):
+            width = mantissa * 10.0**exp
+            if duration_s / width <= MAX_BINS * (1 + 1e-9):
+                return width
+    return 10.0 ** (k + 1)
+
+
+def _edges(end_s: float) -> np.ndarray:
+    width = timeline_bin_s(end_s)
+    n = max(1, math.ceil(end_s / width - 1e-9))
+    return np.arange(n + 1) * width
+
+
+def arrivals_per_s(run: Run, end_s: float) -> tuple[list[float], list[float]]:
+    """Requests sent per second, counted in bins of `timeline_bin_s(end_s)` from 0."""
     sent = np.fromiter((r.sent_s for r in run.records), dtype=np.float64)
     if sent.size == 0 or end_s <= 0:
         return [], []
-    nb = max(1, min(bins, int(sent.size // 4) or 1))
-    counts, edges = np.histogram(sent, bins=nb, range=(0.0, end_s))
+    edges = _edges(end_s)
+    counts, _ = np.histogram(sent, bins=edges)
     return edges[:-1].tolist(), (counts / np.diff(edges)).tolist()
+
+
+def in_flight(run: Run, end_s: float) -> tuple[list[float], list[float]]:
+    """Requests in flight (sent, not finished; a request without a finish until `end_s`),
+    time-weighted mean per bin of `timeline_bin_s(end_s)`."""
+    if not run.records or end_s <= 0:
+        return [], []
+    starts = [(r.sent_s, 1.0) for r in run.records]
+    ends = [(r.finish_s if r.finish_s is not None else end_s, -1.0) for r in run.records]
+    events = sorted(starts + ends)
+    t = np.array([0.0] + [e[0] for e in events])
+    level = np.cumsum(np.array([0.0] + [e[1] for e in events]))
+    edges = _edges(end_s)
+    x, y = bin_step_mean(t, level, float(edges[-1]), len(edges) - 1)
+    return x.tolist(), y.tolist()
+
+
+def output_tokens_per_s(run: Run, end_s: float) -> tuple[list[float], list[float]]:
+    """Output tokens per second of the successful requests, per bin of `timeline_bin_s`: each
+    streamed chunk carries output_tokens / chunks (a chunk may hold several tokens); a request
+    without token times counts its tokens at its finish."""
+    times: list[float] = []
+    weights: list[float] = []
+    for r in run.records:
+        if not r.ok or r.output_tokens <= 0:
+            continue
+        if r.token_times_s:
+            share = r.output_tokens / len(r.token_times_s)
+            times.extend(r.token_times_s)
+            weights.extend([share] * len(r.token_times_s))
+        elif r.finish_s is not None:
+            times.append(r.finish_s)
+            weights.append(float(r.output_tokens))
+    if not times or end_s <= 0:
+        return [], []
+    edges = _edges(end_s)
+    sums, _ = np.histogram(np.asarray(times), bins=edges, weights=np.asarray(weights))
+    return edges[:-1].tolist(), (sums / np.diff(edges)).tolist()
 
 
 def _panel_axes(n: int) -> dict[str, Any]:
@@ -179,15 +247,29 @@ def _telemetry_panel(run: Run, end_s: float, bins: int) -> tuple[str, list[dict[
     return "GPU power (W)", traces
 
 
+def _record_panels(run: Run, end_s: float) -> list[tuple[str, list[dict[str, Any]]]]:
+    panels = []
+    x, y = in_flight(run, end_s)
+    if x:
+        panels.append(("in flight (requests)", [_line("in flight", x, y, "", PALETTE[0])]))
+    x, y = output_tokens_per_s(run, end_s)
+    if x:
+        panels.append(("output tokens/s", [_line("output tokens/s", x, y, "", PALETTE[1])]))
+    return panels
+
+
 def run_timelines(run: Run, bins: int = TIMELINE_BINS) -> Figure:
-    """Batch size, KV use, queue length and power over time, arrivals (requests/s) over the
-    power panel. Measured runs without a scheduler timeline show telemetry power only."""
+    """Requests in flight with arrivals per second (right axis) and output tokens/s from the
+    records, then the scheduler timeline (batch, KV use, queue, power; simulated runs) and
+    measured GPU power (telemetry), on one time axis."""
     end_s = run_duration_s(run)
-    panels = _timeline_panels(run, end_s, bins) if run.timeline else []
+    panels = _record_panels(run, end_s)
+    if run.timeline:
+        panels.extend(_timeline_panels(run, end_s, bins))
     if run.telemetry:
         panels.append(_telemetry_panel(run, end_s, bins))
     if not panels:
-        panels = [("power (W)", [])]
+        panels = [("in flight (requests)", [])]
     fig_layout = layout("Timeline", axis("time since the run's start (s)"), {})
     fig_layout.update(_panel_axes(len(panels)))
     data: list[dict[str, Any]] = []
@@ -200,8 +282,7 @@ def run_timelines(run: Run, bins: int = TIMELINE_BINS) -> Figure:
             trace["yaxis"] = name
             data.append(trace)
     n = len(panels)
-    power_axis = "y" if n == 1 else f"y{n}"
-    x, rate = arrivals_per_s(run, end_s, ARRIVAL_BINS)
+    x, rate = arrivals_per_s(run, end_s)
     if x:
         data.append(
             {
@@ -218,14 +299,17 @@ def run_timelines(run: Run, bins: int = TIMELINE_BINS) -> Figure:
         )
         fig_layout[f"yaxis{n + 1}"] = axis(
             "arrivals (req/s)",
-            overlaying=power_axis,
+            overlaying="y",
             side="right",
             rangemode="tozero",
             showgrid=False,
             title_font={"size": 11},
         )
     fig_layout["xaxis"]["anchor"] = "y" if n == 1 else f"y{n}"
-    fig_layout["height"] = 170 * n + 130
+    fig_layout["height"] = 160 * n + 150
+    # the legend just under the x axis title, whatever the height (its y is in plot fractions)
+    plot_px = fig_layout["height"] - fig_layout["margin"]["t"] - fig_layout["margin"]["b"]
+    fig_layout["legend"]["y"] = -70 / plot_px
     fig_layout["margin"]["r"] = 70
     fig_layout["hovermode"] = "x"
     return figure(data, fig_layout)
@@ -245,7 +329,7 @@ def run_energy(summary: dict[str, Any]) -> Figure | None:
             "type": "bar",
             "x": ["input tokens (prefill)", "output tokens (decode)"],
             "y": values,
-            "text": [f"{v:.3g} kWh/M" for v in values],
+            "text": [f"{fmt.num(v)} kWh/M" for v in values],
             "textposition": "outside",
             "marker": {"color": [STAGE_COLORS["prefill"], STAGE_COLORS["decode"]]},
             "hovertemplate": "%{x}: %{y:.4g} kWh per million<extra></extra>",

@@ -8,13 +8,14 @@ from typing import Any
 from tokenprobe.diagnose import diagnose
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.records import Run
+from tokenprobe.report import fmt
 from tokenprobe.report.compare import METRICS, compare_row, comparison_figure, tpot_curves
+from tokenprobe.report.describe import run_facts
 from tokenprobe.report.diagnosis_figs import diagnosis_sections
 from tokenprobe.report.estimate_figs import SHARES, estimate_figures
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import Figure
 from tokenprobe.report.run_figs import latency_cdf_overlay, run_figures
-from tokenprobe.units import fmt_bytes, fmt_s, fmt_si
 
 
 def describe_estimate(est: dict[str, Any]) -> str:
@@ -30,18 +31,18 @@ def headline_rows(est: dict[str, Any]) -> list[Row]:
     m, e = est["memory"], est["energy"]
     cb = (est.get("decode") or {}).get("compute_bound_batch")
     return [
-        ("TTFT", fmt_s(est["ttft_s"])),
-        ("TPOT (mean over the output)", fmt_s(est["tpot_s"])),
-        ("E2E", fmt_s(est["e2e_s"])),
-        ("output tokens/s (whole batch)", f"{est['output_tokens_per_s']:,.1f}"),
+        ("TTFT", fmt.duration(est["ttft_s"])),
+        ("TPOT (mean over the output)", fmt.duration(est["tpot_s"])),
+        ("E2E", fmt.duration(est["e2e_s"])),
+        ("output tokens/s (whole batch)", fmt.num(est["output_tokens_per_s"])),
         ("decode turns compute-bound at batch", "never" if cb is None else str(cb)),
         ("fits in memory", "yes" if m["fits"] else f"NO: {m['reason']}"),
         ("max concurrent requests", f"{m['max_concurrent_requests']:,}"),
         ("KV capacity", f"{m['kv_capacity_tokens']:,} tokens"),
-        ("J per input token", f"{e['joules_per_input_token']:.4g}"),
-        ("J per output token", f"{e['joules_per_output_token']:.4g}"),
-        ("kWh per million input tokens", f"{e['kwh_per_million_input_tokens']:.4g}"),
-        ("kWh per million output tokens", f"{e['kwh_per_million_output_tokens']:.4g}"),
+        ("J per input token", fmt.num(e["joules_per_input_token"])),
+        ("J per output token", fmt.num(e["joules_per_output_token"])),
+        ("kWh per million input tokens", fmt.num(e["kwh_per_million_input_tokens"])),
+        ("kWh per million output tokens", fmt.num(e["kwh_per_million_output_tokens"])),
     ]
 
 
@@ -49,13 +50,13 @@ def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
     stages = [(n, est[n]) for n in ("prefill", "decode") if est.get(n)]
     header: Row = ("", *(("decode step" if n == "decode" else n) for n, _ in stages))
     fmts: list[tuple[str, Any]] = [
-        ("time", lambda s: fmt_s(s["time_s"])),
-        ("FLOP", lambda s: fmt_si(s["flop"], "FLOP")),
-        ("HBM bytes", lambda s: fmt_si(s["hbm_bytes"], "B")),
-        ("FLOP per byte", lambda s: f"{s['arithmetic_intensity_flop_per_byte']:.1f}"),
+        ("time", lambda s: fmt.duration(s["time_s"])),
+        ("FLOP", lambda s: fmt.si(s["flop"], "FLOP")),
+        ("HBM bytes", lambda s: fmt.si(s["hbm_bytes"], "B")),
+        ("FLOP per byte", lambda s: fmt.num(s["arithmetic_intensity_flop_per_byte"])),
         ("bound", lambda s: s["bound"]),
-        *((f"{k} share", lambda s, k=k: f"{100 * s['shares'][k]:.0f}%") for k in SHARES),
-        ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
+        *((f"{k} share", lambda s, k=k: fmt.pct(s["shares"][k])) for k in SHARES),
+        ("power per GPU", lambda s: fmt.num(s["power_w"], "W")),
     ]
     return header, [(label, *(fmt(s) for _, s in stages)) for label, fmt in fmts]
 
@@ -63,7 +64,7 @@ def _stage_rows(est: dict[str, Any]) -> tuple[Row, list[Row]]:
 def memory_rows(m: dict[str, Any]) -> list[Row]:
     """The memory budget of an estimate as (label, value) rows (report and terminal alike)."""
     rows: list[Row] = [
-        (label, fmt_bytes(m[key]))
+        (label, fmt.size(m[key]))
         for label, key in (
             ("HBM", "hbm_bytes_per_gpu"),
             ("usable by the engine", "usable_bytes_per_gpu"),
@@ -83,7 +84,9 @@ def estimate_sections(est: dict[str, Any], prefix: str = "") -> list[Section]:
     estimates share a page."""
     figs = {prefix + k: v for k, v in estimate_figures(est).items()}
     header, stage_rows = _stage_rows(est)
-    ttft: list[Row] = [(k.removesuffix("_s"), fmt_s(v)) for k, v in est["ttft_breakdown_s"].items()]
+    ttft: list[Row] = [
+        (k.removesuffix("_s"), fmt.duration(v)) for k, v in est["ttft_breakdown_s"].items()
+    ]
 
     def pick(*ids: str) -> dict[str, Figure]:
         return {prefix + i: figs[prefix + i] for i in ids if prefix + i in figs}
@@ -113,28 +116,22 @@ def estimate_sections(est: dict[str, Any], prefix: str = "") -> list[Section]:
     ]
 
 
-def _ms(v: Any) -> str:
-    return "-" if not isinstance(v, int | float) else f"{v * 1e3:.4g}"
-
-
 def _latency_rows(summary: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for key in ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s"):
         stats = summary.get(key)
-        if isinstance(stats, dict):
+        if isinstance(stats, dict) and any(_is_num(stats.get(p)) for p in PERCENTILES):
             rows.append(
-                (
-                    key.removesuffix("_s").upper(),
-                    *(_ms(stats.get(p)) for p in ("mean", "p50", "p90", "p99")),
-                )
+                (key.removesuffix("_s").upper(), *(fmt.ms(stats.get(p)) for p in PERCENTILES))
             )
     return rows
 
 
-def _num(v: Any) -> str:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return "-"
-    return f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
+PERCENTILES = ("mean", "p50", "p90", "p99")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (("_j", " (J)"), ("_w", " (W)"), ("_s", " (s)"))
@@ -148,22 +145,65 @@ def _label(key: str) -> str:
     return key.replace("_", " ")
 
 
-def _run_rows(summary: dict[str, Any]) -> list[Row]:
-    keys = (
-        ("completed requests", "completed"),
-        ("failed requests", "failed"),
-        ("duration (s)", "duration_s"),
-        ("requests/s", "requests_per_s"),
-        ("output tokens/s", "output_tokens_per_s"),
-        ("total tokens/s", "total_tokens_per_s"),
-        ("goodput (requests/s within SLO)", "goodput_requests_per_s"),
-        ("preemptions", "preemptions"),
-        ("rejected", "rejected"),
-    )
-    rows: list[Row] = [(label, _num(summary.get(key))) for label, key in keys if key in summary]
-    errors = summary.get("errors")
-    if errors:
-        rows.append(("errors by kind", json.dumps(errors)))
+def _errors_text(errors: Any) -> str:
+    if not isinstance(errors, dict) or not errors:
+        return "none"
+    return ", ".join(f"{kind}: {fmt.num(n)}" for kind, n in errors.items())
+
+
+def _slo_text(summary: dict[str, Any], config: dict[str, Any]) -> str | None:
+    """ "TTFT <= 500 ms, TPOT <= 50 ms" from the summary's (or config's) SLOs; None if none."""
+    parts = []
+    for key, label in (("slo_ttft_s", "TTFT"), ("slo_tpot_s", "TPOT")):
+        value = summary.get(key, config.get(key))
+        if _is_num(value):
+            parts.append(f"{label} <= {fmt.ms(value, unit=True)}")
+    return ", ".join(parts) or None
+
+
+def _goodput_text(summary: dict[str, Any]) -> str:
+    """ "0.255 (12.5% of requests)": goodput and the share of all requests sent (failed ones
+    included) that met the SLOs."""
+    goodput = _float(summary.get("goodput_requests_per_s"))
+    duration = _float(summary.get("duration_s"))
+    sent = sum(_float(summary.get(k)) or 0.0 for k in ("completed", "failed"))
+    if goodput is None or duration is None or sent <= 0:
+        return fmt.num(goodput)
+    return f"{fmt.num(goodput)} ({fmt.pct(goodput * duration / sent)} of requests)"
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if _is_num(v) else None
+
+
+def _key_figures(summary: dict[str, Any], config: dict[str, Any]) -> list[Row]:
+    """The run's key figures: requests, errors, throughput, latency p50/p99, goodput."""
+    rows: list[Row] = [
+        (
+            "requests completed / failed",
+            f"{fmt.num(summary.get('completed'))} / {fmt.num(summary.get('failed'))}",
+        ),
+        ("errors by kind", _errors_text(summary.get("errors"))),
+        ("duration", fmt.num(summary.get("duration_s"), "s")),
+        ("requests/s", fmt.num(summary.get("requests_per_s"))),
+        ("output tokens/s", fmt.num(summary.get("output_tokens_per_s"))),
+        ("total tokens/s", fmt.num(summary.get("total_tokens_per_s"))),
+    ]
+    for key, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL")):
+        stats = summary.get(key)
+        if isinstance(stats, dict) and _is_num(stats.get("p50")):
+            rows.append(
+                (
+                    f"{label} p50 / p99",
+                    f"{fmt.ms(stats.get('p50'))} / {fmt.ms(stats.get('p99'), unit=True)}",
+                )
+            )
+    slo = _slo_text(summary, config)
+    if slo is not None:
+        rows.append((f"goodput (requests/s within {slo})", _goodput_text(summary)))
+    for label, key in (("preemptions", "preemptions"), ("rejected", "rejected")):
+        if _is_num(summary.get(key)) and summary.get(key):
+            rows.append((label, fmt.num(summary.get(key))))
     return rows
 
 
@@ -171,7 +211,7 @@ def _energy_rows(summary: dict[str, Any]) -> list[Row]:
     e = summary.get("energy")
     if not isinstance(e, dict):
         return []
-    return [(_label(k), _num(v)) for k, v in e.items() if isinstance(v, int | float)]
+    return [(_label(k), fmt.num(v)) for k, v in e.items() if _is_num(v)]
 
 
 def _config_rows(run: Run) -> list[Row]:
@@ -188,23 +228,68 @@ def _finding_text(f: Any) -> str:
     return str(f)
 
 
+def _fired(diagnosis: dict[str, Any] | None, summary: dict[str, Any]) -> list[Row]:
+    """(severity, what, action) of each finding that fired (the diagnosis', else the summary's)."""
+    if diagnosis is not None:
+        return [
+            (str(f.get("severity", "")), str(f.get("summary", "")), str(f.get("action", "")))
+            for f in diagnosis.get("findings", [])
+            if isinstance(f, dict)
+        ]
+    findings = summary.get("findings")
+    if not isinstance(findings, list):
+        return []
+    return [("", _finding_text(f), "") for f in findings]
+
+
+def headline_section(
+    run: Run,
+    summary: dict[str, Any],
+    name: str,
+    diagnosis: dict[str, Any] | None,
+    notes: list[str],
+) -> Section:
+    """What was run (model, GPU, engine, load, server), its key figures and the findings that
+    fired: the first thing a reader of a run's report sees."""
+    facts = run_facts(run.kind, run.config)
+    what: list[Row] = [
+        ("kind", run.kind),
+        *((k if k != "gpu" else "GPU", v) for k, v in facts.items()),
+    ]
+    fired = _fired(diagnosis, summary)
+    tables = [
+        Table("What was run", ("", ""), what, text=True),
+        Table("Key figures", ("metric", "value"), _key_figures(summary, run.config)),
+    ]
+    if fired:
+        tables.append(
+            Table("Findings that fired", ("severity", "what", "action"), fired, text=True)
+        )
+    else:
+        notes = [*notes, "No diagnosis rule fired." if diagnosis is not None else ""]
+    return Section(
+        "At a glance" + (f": {name}" if name else ""),
+        tables=tables,
+        notes=[n for n in notes if n],
+        css_class="headline",
+    )
+
+
 def run_sections(
     run: Run, summary: dict[str, Any], name: str = "", diagnosis: dict[str, Any] | None = None
 ) -> list[Section]:
-    """A run's configuration, summary, latency table, figures, and its diagnosis (`diagnosis`, a
+    """A run's report: the headline (what ran, key figures, findings that fired), latency table
+    and CDFs, timeline, energy, the full diagnosis, and the configuration last. `diagnosis` is a
     `Diagnosis.to_dict()`, else made here with the prediction; a summary's own "findings" when
-    no diagnosis can be made)."""
+    no diagnosis can be made."""
     figs = run_figures(run, summary)
     notes = list(run.warnings)
+    if diagnosis is None:
+        diagnosis, note = _diagnose(run)
+        if note:
+            notes.append(note)
     sections = [
-        Section(
-            "Run" + (f" {name}" if name else ""),
-            tables=[
-                Table("Configuration", ("key", "value"), _config_rows(run)),
-                Table("Summary", ("metric", "value"), _run_rows(summary)),
-            ],
-            notes=notes,
-        ),
+        headline_section(run, summary, name, diagnosis, notes),
         Section(
             "Latency",
             tables=[
@@ -223,16 +308,14 @@ def run_sections(
                 figures={k: v for k, v in figs.items() if k == "run_energy"},
             )
         )
-    if diagnosis is None:
-        diagnosis, note = _diagnose(run)
-        if note:
-            notes.append(note)
     if diagnosis is not None:
         sections.extend(diagnosis_sections(diagnosis, run))
-    else:
-        findings = summary.get("findings")
-        if isinstance(findings, list) and findings:
-            sections.append(Section("Diagnosis", notes=[_finding_text(f) for f in findings]))
+    sections.append(
+        Section(
+            "Configuration",
+            tables=[Table("config.json", ("key", "value"), _config_rows(run), text=True)],
+        )
+    )
     return sections
 
 
@@ -250,7 +333,7 @@ def compare_sections(labelled: list[tuple[str, dict[str, Any]]]) -> list[Section
     rows = [compare_row(label, est) for label, est in labelled]
     header: Row = ("", *(r["label"] for r in rows))
     table_rows: list[Row] = [
-        (title, *("does not fit" if not r["fits"] else f"{r[key] * scale:.4g}" for r in rows))
+        (title, *("does not fit" if not r["fits"] else fmt.num(r[key] * scale) for r in rows))
         for key, title, scale, _ in METRICS
     ]
     table_rows.append(
@@ -294,12 +377,12 @@ def run_compare_rows(named: list[tuple[str, dict[str, Any]]]) -> tuple[Row, list
         for _, summary in named:
             value = summary.get(key)
             if stat is not None:
-                cells.append(_ms(value.get(stat) if isinstance(value, dict) else None))
+                cells.append(fmt.ms(value.get(stat) if isinstance(value, dict) else None))
             else:
-                cells.append(_num(value))
+                cells.append(fmt.num(value))
         rows.append((label, *cells))
     energy = [(s.get("energy") or {}).get("kwh_per_million_output_tokens") for _, s in named]
-    rows.append(("kWh per M output tokens", *(_num(v) for v in energy)))
+    rows.append(("kWh per M output tokens", *(fmt.num(v) for v in energy)))
     return header, rows
 
 

@@ -5,9 +5,9 @@
     GET  /api/catalog       models, GPUs, dtypes and the input bounds
     POST /api/estimate      an EstimateRequest -> the estimate dict and its figures
     POST /api/whatif        a WorkloadRequest -> the same workload on every catalog GPU
-    GET  /api/runs          run folders under the runs folder
-    GET  /api/runs/{name}   one run's summary.json
-    GET  /runs/{name}       one run's HTML report
+    GET  /api/runs          run folders and sweeps under the runs folder (what ran, key numbers)
+    GET  /api/runs/{name}   one run's summary.json (a sweep: each point's; a point: sweep/point)
+    GET  /runs/{name}       one run's HTML report (a sweep: its curves and knee)
 
 Every error is JSON `{"detail": "..."}`: 400 for a bad value (ConfigError: unknown model or GPU,
 a combination the model rejects, a run whose files cannot be read, a body that is not JSON
@@ -45,6 +45,9 @@ from tokenprobe.web.runs import (
     load_summary,
     run_dir,
     run_report_html,
+    sweep_dir,
+    sweep_report_html,
+    sweep_summaries,
 )
 from tokenprobe.web.schemas import (
     DTYPE_NAMES,
@@ -203,11 +206,17 @@ def create_app(runs_dir: str | Path = "runs") -> FastAPI:
 
     @app.get("/api/runs/{name:path}")
     def run_summary(name: str) -> dict[str, Any]:
+        sweep = sweep_dir(runs_root, name)
+        if sweep is not None:
+            return {"name": sweep.name, "sweep": True, "points": sweep_summaries(runs_root, sweep)}
         path = run_dir(runs_root, name)
         return {"name": path.name, "summary": load_summary(runs_root, path)}
 
     @app.get("/runs/{name:path}", response_class=HTMLResponse)
     def run_report(name: str) -> str:
+        sweep = sweep_dir(runs_root, name)
+        if sweep is not None:
+            return sweep_report_html(runs_root, sweep)
         return run_report_html(runs_root, run_dir(runs_root, name))
 
     return app

@@ -31,6 +31,10 @@ textarea { height: 8em; font-family: monospace; font-size: 0.8em; }
 .fig.wide { grid-column: 1 / -1; }
 table { border-collapse: collapse; font-size: 0.85em; margin-top: 0.5em; }
 tr.unreadable td { color: #b00; text-align: left; }
+tr.sweep-point td:first-child { padding-left: 1.5em; }
+#runs-table { display: block; overflow-x: auto; }
+#runs-table td { white-space: nowrap; text-align: left; }
+#runs-table td:nth-child(n+7) { text-align: right; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; }
 td:not(:first-child) { text-align: right; }
 h2 { font-size: 1.1em; border-bottom: 1px solid #ccc; margin-top: 1.5em; }
@@ -217,21 +221,30 @@ async function loadRuns() {
     const tr = document.createElement("tr"); cell(tr, "no runs in the runs folder");
     t.appendChild(tr); return;
   }
-  header(t, ["run", "model", "GPU", "completed", "failed"]);
+  header(t, ["run", "kind", "model", "GPU", "engine", "load", "completed", "failed"]);
   for (const r of j.runs) {
-    const tr = document.createElement("tr");
-    const td = document.createElement("td"); const a = document.createElement("a");
-    a.href = "/runs/" + encodeURIComponent(r.name); a.textContent = r.name; a.target = "_blank";
-    td.appendChild(a); tr.appendChild(td);
-    if (r.error) {  // a run whose files cannot be read: say why, keep listing the others
-      cell(tr, "unreadable: " + r.error); tr.lastChild.colSpan = 4; tr.className = "unreadable";
-      t.appendChild(tr); continue;
-    }
-    cell(tr, r.model || "-"); cell(tr, r.gpu || "-");
-    cell(tr, r.completed == null ? "-" : String(r.completed));
-    cell(tr, r.failed == null ? "-" : String(r.failed));
-    t.appendChild(tr);
+    runRow(t, r, false);
+    for (const p of r.points || []) runRow(t, p, true);  // a sweep: one row per load point
   }
+}
+function runHref(name) {  // "sweep/point": each part encoded, the slash kept
+  return "/runs/" + name.split("/").map(encodeURIComponent).join("/");
+}
+function runRow(t, r, point) {
+  const tr = document.createElement("tr");
+  const td = document.createElement("td"); const a = document.createElement("a");
+  a.href = runHref(r.name); a.target = "_blank";
+  a.textContent = point ? "\u2514 " + r.name.split("/").pop() : r.name;
+  td.appendChild(a); tr.appendChild(td);
+  if (point) tr.className = "sweep-point";
+  if (r.error) {  // a run whose files cannot be read: say why, keep listing the others
+    cell(tr, "unreadable: " + r.error); tr.lastChild.colSpan = 7; tr.className = "unreadable";
+    t.appendChild(tr); return;
+  }
+  for (const key of ["kind", "model", "gpu", "engine", "load"]) cell(tr, r[key] || "-");
+  cell(tr, r.completed == null ? "-" : r.completed.toLocaleString("en-US"));
+  cell(tr, r.failed == null ? "-" : r.failed.toLocaleString("en-US"));
+  t.appendChild(tr);
 }
 async function init() {
   const c = await (await fetch("/api/catalog")).json();

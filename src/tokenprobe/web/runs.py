@@ -13,6 +13,12 @@ What is wrong with a run's files is a SchemaError naming the file: the run list 
 run's `error` (the other runs are listed as usual); a run's own routes answer it as a 400.
 The check and the read are two steps, so a local user who swaps a file in between can still
 race it; the app serves loopback by default and the runs folder is the user's own.
+
+A sweep (`bench --sweep`) is a folder directly under the runs folder without a config.json
+whose sub-folders are run folders, one per load point. Its name opens the sweep's report
+(curves and knee); `<sweep>/<point>` opens a point like any run (both parts plain folder names,
+the point's real folder directly inside the sweep's real folder, which is directly inside the
+runs folder).
 """
 
 from __future__ import annotations
@@ -42,7 +48,16 @@ from tokenprobe.records import (
     read_run,
     read_summary,
 )
-from tokenprobe.report import render_html, run_sections
+from tokenprobe.report import (
+    load_text,
+    make_point,
+    point_load,
+    render_html,
+    run_facts,
+    run_sections,
+    sweep_point_dirs,
+    sweep_sections,
+)
 
 RUN_FILES = (
     CONFIG_FILE,
@@ -68,23 +83,70 @@ def valid_run_name(name: str) -> bool:
     return RUN_NAME.fullmatch(name) is not None and ".." not in name
 
 
-def run_dir(runs_root: Path, name: str) -> Path:
-    """The folder of run `name` under `runs_root`: ConfigError for a name that is not a plain
-    folder name, RunNotFoundError when there is no such run (no folder, or no config.json)."""
-    if not valid_run_name(name):
+def _check_names(name: str) -> list[str]:
+    """The parts of a run name ("run" or "sweep/point"), each a plain folder name."""
+    parts = name.split("/")
+    if len(parts) > 2 or not all(valid_run_name(p) for p in parts):
         raise ConfigError(
-            "run", name, "a run folder name: letters, digits, '.', '_', '-'; no '..' or '/'"
+            "run",
+            name,
+            "a run folder name (or sweep/point): letters, digits, '.', '_', '-'; no '..'",
         )
-    root = runs_root.resolve()
-    path = root / name
+    return parts
+
+
+def _real_dir(parent: Path, part: str, name: str) -> Path:
+    """The real folder `parent/part`, which must lie directly in `parent` (RunNotFoundError)."""
     try:
-        real = path.resolve(strict=True)
+        real = (parent / part).resolve(strict=True)
         is_dir = stat.S_ISDIR(real.stat().st_mode)
     except (OSError, RuntimeError):  # absent, a dangling link, a link loop (RuntimeError < 3.13)
         raise RunNotFoundError(name) from None
-    if real.parent != root or not is_dir or not os.path.lexists(real / CONFIG_FILE):
+    if real.parent != parent or not is_dir:
         raise RunNotFoundError(name)
     return real
+
+
+def run_dir(runs_root: Path, name: str) -> Path:
+    """The folder of run `name` ("run", or "sweep/point" for a sweep's point) under
+    `runs_root`: ConfigError for a name that is not made of plain folder names,
+    RunNotFoundError when there is no such run (no folder, or no config.json)."""
+    parts = _check_names(name)
+    real = runs_root.resolve()
+    for part in parts:
+        real = _real_dir(real, part, name)
+    if not os.path.lexists(real / CONFIG_FILE):
+        raise RunNotFoundError(name)
+    return real
+
+
+def sweep_dir(runs_root: Path, name: str) -> Path | None:
+    """The folder of sweep `name` directly under `runs_root` (no config.json, at least one
+    run folder inside), or None when `name` is no sweep; ConfigError for a bad name."""
+    parts = _check_names(name)
+    if len(parts) != 1:
+        return None
+    try:
+        real = _real_dir(runs_root.resolve(), parts[0], name)
+    except RunNotFoundError:
+        return None
+    if os.path.lexists(real / CONFIG_FILE) or not _point_dirs(real):
+        return None
+    return real
+
+
+def _point_dirs(sweep: Path) -> list[Path]:
+    """A sweep's point folders: valid names, real folders directly inside it."""
+    found = []
+    for p in sweep_point_dirs(sweep):
+        if not valid_run_name(p.name):
+            continue
+        try:
+            _real_dir(sweep, p.name, p.name)
+        except RunNotFoundError:
+            continue
+        found.append(p)
+    return found
 
 
 def _check_file(root: Path, path: Path) -> tuple[int, int] | None:
@@ -186,16 +248,35 @@ def _entry(root: Path, path: Path) -> dict[str, Any]:
     except ConfigError as exc:
         entry["error"] = str(exc)
         return entry
-    config = summary.get("config") or doc.get("config")
+    config = doc.get("config") or summary.get("config")
     config = config if isinstance(config, dict) else {}
     entry.update(
         kind=doc.get("kind"),
         completed=summary.get("completed"),
         failed=summary.get("failed"),
-        model=config.get("model"),
-        gpu=config.get("gpu"),
+        **run_facts(doc.get("kind"), config),
         closed=bool(summary),
     )
+    return entry
+
+
+def _sweep_entry(root: Path, path: Path) -> dict[str, Any]:
+    """A sweep's row: the first point's facts, the points' totals and each point's row (named
+    "sweep/point")."""
+    dirs = _point_dirs(path)
+    points = [{**_entry(root, p), "name": f"{path.name}/{p.name}"} for p in dirs]
+    first = next((p for p in points if "error" not in p), {})
+    loads = [_point_load(root, p) for p in dirs]
+    entry: dict[str, Any] = {
+        "name": path.name,
+        "kind": "sweep",
+        **{k: first.get(k, "-") for k in ("model", "gpu", "engine", "server")},
+        "load": f"{len(points)} points: {_loads_text(loads)}",
+        "completed": sum(p.get("completed") or 0 for p in points),
+        "failed": sum(p.get("failed") or 0 for p in points),
+        "closed": all(p.get("closed") for p in points),
+        "points": points,
+    }
     return entry
 
 
@@ -206,8 +287,9 @@ def _modified_s(path: Path) -> float:
         return 0.0
 
 
-def _candidates(root: Path) -> list[Path]:
-    """Folders directly under `root` with a valid name and a config.json (of any kind)."""
+def _candidates(root: Path) -> list[tuple[Path, bool]]:
+    """(folder, is a sweep) for the folders directly under `root` with a valid name and a
+    config.json (of any kind), or that are sweeps (run folders inside)."""
     try:
         entries = list(root.iterdir())
     except OSError as exc:
@@ -219,20 +301,55 @@ def _candidates(root: Path) -> list[Path]:
         try:
             run_dir(root, p.name)
         except (ConfigError, RunNotFoundError):
+            if sweep_dir(root, p.name) is not None:
+                found.append((p, True))
             continue
-        found.append(p)
+        found.append((p, False))
     return found
 
 
 def list_runs(runs_root: Path) -> list[dict[str, Any]]:
-    """The run folders directly under `runs_root` (newest first), with a few summary numbers;
-    an unreadable run is listed with `error` saying why."""
+    """The run folders and sweeps directly under `runs_root` (newest first), with what ran
+    (model, GPU, engine, load) and a few summary numbers; a sweep lists its points; an
+    unreadable run is listed with `error` saying why."""
     if not runs_root.is_dir():
         return []
     root = runs_root.resolve()
-    rows = [(_modified_s(p), _entry(root, p)) for p in _candidates(root)]
+    rows = [
+        (_modified_s(p), _sweep_entry(root, p) if sweep else _entry(root, p))
+        for p, sweep in _candidates(root)
+    ]
     rows.sort(key=lambda row: -row[0])
     return [{**entry, "modified_s": mtime} for mtime, entry in rows]
+
+
+def _point_load(root: Path, path: Path) -> tuple[str, float] | None:
+    """(swept field, value) of a sweep point, None when its config cannot be read."""
+    try:
+        _, doc = check_run(root, path)
+    except ConfigError:
+        return None
+    config = doc.get("config")
+    return point_load(config) if isinstance(config, dict) else None
+
+
+def _loads_text(loads: list[tuple[str, float] | None]) -> str:
+    """ "concurrency 1, 2, 4" (or "rate 0.5, 1 req/s") of a sweep's points."""
+    known = sorted(load for load in loads if load is not None)
+    if not known:
+        return "-"
+    values = ", ".join(load_text(v) for _, v in known)
+    return f"concurrency {values}" if known[0][0] == "concurrency" else f"rate {values} req/s"
+
+
+def sweep_summaries(runs_root: Path, path: Path) -> list[dict[str, Any]]:
+    """{name, summary} of each point of the sweep folder `path` (summary None: not closed)."""
+    root = runs_root.resolve()
+    out = []
+    for p in _point_dirs(path):
+        check_run(root, p)
+        out.append({"name": f"{path.name}/{p.name}", "summary": _summary(p)})
+    return out
 
 
 _REPORTS: dict[tuple[str, Fingerprint], str] = {}
@@ -248,8 +365,31 @@ def run_report_html(runs_root: Path, path: Path) -> str:
                 run = read_run(path)
             summary = _summary(path)
             with _reading(path):
-                sections = run_sections(run, summary or summarize(run), path.name)
-                html = render_html(f"Run {path.name}", sections)
+                name = path.relative_to(runs_root.resolve()).as_posix()  # sweep/point
+                sections = run_sections(run, summary or summarize(run), name)
+                html = render_html(f"Run {name}", sections)
             _REPORTS.clear()  # one report is several MB: keep only the latest
             _REPORTS[key] = html
         return _REPORTS[key]
+
+
+def sweep_report_html(runs_root: Path, path: Path) -> str:
+    """The HTML report of a sweep folder: its curves, knee and points (not cached: a sweep's
+    points are read from their config.json and summary.json only, which is quick)."""
+    root = runs_root.resolve()
+    points = []
+    for p in _point_dirs(path):
+        _, doc = check_run(root, p)
+        summary = _summary(p)
+        if summary is None:
+            with _reading(p):
+                summary = summarize(read_run(p))
+        config = doc.get("config")
+        points.append(
+            make_point(
+                p.name, str(doc.get("kind")), config if isinstance(config, dict) else {}, summary
+            )
+        )
+    points.sort(key=lambda pt: (pt.load_field, pt.load))
+    with _reading(path):
+        return render_html(f"Sweep {path.name}", sweep_sections(points, path.name))
