@@ -168,7 +168,6 @@ class Estimate:
             "kwh_per_million_tokens_all_in": joules_to_kwh_per_million(all_in),
             "energy_per_request_j": (self.prefill.energy_j + decode_j) * f / w.batch,
             "facility_factor": f,
-            "energy_basis": self.prices.basis,
         }
         price = self.prices.electricity_usd_per_kwh
         out["usd_electricity_per_million_output_tokens"] = (
@@ -240,7 +239,7 @@ class Estimate:
             "communication": self.communication(),
             "memory": self.memory.to_dict(),
             **self.outside_gpu,
-            "energy": self.energy(),
+            "energy": {**self.energy(), "energy_basis": self.prices.basis},
             "efficiency": {k: getattr(d.efficiency, k) for k in d.efficiency.__slots__},
         }
 
