@@ -21,16 +21,15 @@ from typing import Any
 
 from tokenprobe.calibrate.observations import LoadResult, Row
 from tokenprobe.calibrate.sources import load_csv
-from tokenprobe.cost import Deployment, make_deployment
+from tokenprobe.cost import Deployment
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
-from tokenprobe.records import CONFIG_FILE, read_run
-from tokenprobe.sim import SchedulerConfig, build_workload, simulate
+from tokenprobe.records import CONFIG_FILE, RunConfig, read_run
+from tokenprobe.sim import SchedulerConfig, build_workload, price_deployment, simulate
 from tokenprobe.workload import Workload, workload_from_dict
 
 PROFILE_CSV = "profile.csv"
-MAX_TP = 1024
 RUN_METRICS = ("ttft_median", "tpot_median", "output_throughput")
 
 
@@ -50,20 +49,14 @@ def _resimulate(
     return _metrics(result.summary())
 
 
-def _deployment(cfg: Mapping[str, Any]) -> Deployment:
-    missing = [k for k in ("model", "gpu") if not cfg.get(k)]
+def _deployment(cfg: Mapping[str, Any], kind: str) -> Deployment:
+    """The run's deployment as its config (records.RunConfig) records it, overrides applied;
+    every field that prices it (pp, profile values, power limit) is kept."""
+    dc = RunConfig.from_dict(cfg, kind).deployment
+    missing = [k for k, v in (("model", dc.catalog_name), ("gpu", dc.gpu)) if not v]
     if missing:
         raise _SkipRunError(f"config names no {missing[0]} (give it with --{missing[0]})")
-    tp = cfg.get("tp") or 1
-    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP:
-        raise _SkipRunError(f"tp={tp!r:.40} is not an integer in [1, {MAX_TP}]")
-    return make_deployment(
-        str(cfg["model"]),
-        str(cfg["gpu"]),
-        tp=tp,
-        weight_dtype=str(cfg.get("weight_dtype") or "bf16"),
-        kv_dtype=cfg.get("kv_dtype"),
-    )
+    return price_deployment(dc)
 
 
 def _scheduler(cfg: Mapping[str, Any]) -> SchedulerConfig:
@@ -108,8 +101,10 @@ def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     run = read_run(root)
     bench = run.config.get("bench")
     cfg = {**run.config, **(bench if isinstance(bench, Mapping) else {}), **overrides}
+    if "model" in overrides:  # the model given names the catalog model to price
+        cfg["catalog_model"] = None
     try:
-        dep = _deployment(cfg)
+        dep = _deployment(cfg, run.kind)
         workload = _workload(cfg, root)
         sched = _scheduler(cfg)
         seed = _seed(cfg)
@@ -122,7 +117,9 @@ def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     if not measured:
         raise _SkipRunError("no completed requests")
     kind = "tokenprobe-sim" if run.kind == "simulated" else "measured"
-    engine = str(cfg.get("engine") or kind)
+    # a simulated run's figures come from the simulator, whatever engine preset it ran
+    recorded = None if run.kind == "simulated" else cfg.get("engine")
+    engine = str(overrides.get("engine") or recorded or kind)
     predict = functools.partial(_resimulate, workload=workload, config=sched, seed=seed)
     source = f"run:{root.name}"
     label = f"{dep.model.name} {dep.gpu.name} tp{dep.tp} {workload.arrival.kind}"

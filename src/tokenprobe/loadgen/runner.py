@@ -43,7 +43,14 @@ from tokenprobe.loadgen.config import BenchConfig
 from tokenprobe.loadgen.models import served_models
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
 from tokenprobe.loadgen.summary import bench_summary
-from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
+from tokenprobe.records import (
+    DeploymentConfig,
+    RequestRecord,
+    Run,
+    RunConfig,
+    RunFolderWriteError,
+    RunWriter,
+)
 from tokenprobe.units import now_s, wall_s
 
 _T = TypeVar("_T")
@@ -113,8 +120,8 @@ async def run_bench_async(
         pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
-        run_config = {
-            **config.to_dict(),
+        run_config = _run_config(config)
+        run_config.update({
             "model_source": model_source,
             "prompt_salt": salt,
             "template_tokens": template_tokens,
@@ -124,9 +131,27 @@ async def run_bench_async(
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
             "keep_alive": client.keep_alive,
-        }
+        })  # fmt: skip
         client.secrets = (*client.secrets, *hide)
         return await _measure(config, client, pool, run_config, on_record, on_start)
+
+
+def _run_config(config: BenchConfig) -> dict[str, Any]:
+    """The run's config.json object (records.RunConfig): bench's settings (URL masked, no key)
+    beside the typed fields every reader shares; `--gpu`/`--catalog-model` join it at the end
+    (tokenprobe.bench)."""
+    settings = config.to_dict()
+    owned = ("model", "seed", "slo_ttft_s", "slo_tpot_s")
+    return RunConfig(
+        source="measured",
+        deployment=DeploymentConfig(model=config.model),
+        slo_ttft_s=config.slo_ttft_s,
+        slo_tpot_s=config.slo_tpot_s,
+        seed=config.seed,
+        server_url=settings["url"],
+        served_model=config.model,
+        extra={k: v for k, v in settings.items() if k not in owned},
+    ).to_dict()
 
 
 async def preflight(client: StreamClient) -> RequestRecord:
