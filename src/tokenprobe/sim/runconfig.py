@@ -14,8 +14,6 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from tokenprobe.cost import (
-    DEFAULT_EFFICIENCY,
-    DEFAULT_POWER,
     Deployment,
     Efficiency,
     PowerModel,
@@ -40,8 +38,6 @@ def deployment_config(
 ) -> DeploymentConfig:
     """What a run records of `dep` (module docstring). `served_model`: the model's name as the
     server knows it, when that is not the catalog name (then `catalog_model` is dep's)."""
-    efficiency = asdict(dep.efficiency) if dep.efficiency != DEFAULT_EFFICIENCY else {}
-    power = asdict(dep.power) if dep.power != DEFAULT_POWER else {}
     sched: dict[str, Any] = {}
     if config is not None:
         sched = {"name": scheduler or "continuous", **asdict(config)}
@@ -56,8 +52,10 @@ def deployment_config(
         act_dtype=dep.act_dtype.name,
         kv_dtype=dep.kv_dtype.name,
         profile=profile,
-        efficiency=efficiency,
-        power=power,
+        # the values, not only the profile's name: a reader prices what ran even after the
+        # profile or the defaults change
+        efficiency=asdict(dep.efficiency),
+        power=asdict(dep.power),
         power_limit_w=dep.power_limit_w,
         engine=engine,
         scheduler=sched,
@@ -84,10 +82,13 @@ def price_deployment(dc: DeploymentConfig) -> Deployment:
 
 def scheduler_of(dc: DeploymentConfig, gpu: GpuSpec, engine: str | None = None) -> SchedulerConfig:
     """The engine preset's scheduler on `gpu` (`engine`, else the recorded one, else vLLM's)
-    with the recorded settings on top (unknown keys, e.g. the scheduler's name, left out)."""
+    with the recorded settings on top (unknown keys, e.g. the scheduler's name, left out). The
+    recorded settings are the recorded preset's: another engine gets its own preset alone."""
+    preset = engine or dc.engine or DEFAULT_ENGINE
     known = {f.name for f in fields(SchedulerConfig)}
-    settings = {k: v for k, v in dc.scheduler.items() if k in known}
-    return engine_defaults(engine or dc.engine or DEFAULT_ENGINE, gpu, dc.tp, **settings)
+    same = dc.engine is None or preset == dc.engine
+    settings = {k: v for k, v in dc.scheduler.items() if k in known and same}
+    return engine_defaults(preset, gpu, dc.tp, **settings)
 
 
 def scheduler_name(dc: DeploymentConfig) -> str:
