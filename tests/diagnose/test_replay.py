@@ -16,7 +16,8 @@ import tokenprobe.cli.diagnose  # noqa: F401  (registers the command on app)
 from tokenprobe.cli.app import app
 from tokenprobe.cost import Workload, estimate_deployment, make_deployment
 from tokenprobe.diagnose import diagnose
-from tokenprobe.records import RunConfig, read_run
+from tokenprobe.diagnose.replay import replay_engine
+from tokenprobe.records import DeploymentConfig, RunConfig, read_run
 from tokenprobe.sim import engine_defaults, simulate
 
 runner = CliRunner()
@@ -56,7 +57,8 @@ def test_predict_on_a_power_limited_simulated_run_prices_the_capped_deployment(
 )
 def test_a_simulated_run_replayed_against_itself_agrees(tmp_path: Path, load: dict) -> None:
     run = read_run(_capped_run(tmp_path, **load))
-    replayed = diagnose(run, predict=True).replay
+    diagnosis = diagnose(run, predict=True, replay_run=True)
+    replayed = diagnosis.replay
     assert replayed is not None and replayed["requests"] == len(run.records)
     assert "capped at 250 W" in replayed["deployment"]
     assert replayed["engine"] == "vllm" and replayed["engine_source"] == "run config"
@@ -66,7 +68,7 @@ def test_a_simulated_run_replayed_against_itself_agrees(tmp_path: Path, load: di
             assert rows[f"{metric} {p}"]["ratio"] == pytest.approx(1.0, rel=0.02), metric
     for metric in ("output_tokens_per_s", "kv_cache_usage_mean", "joules_per_output_token"):
         assert rows[metric]["ratio"] == pytest.approx(1.0, rel=0.02), metric
-    verdicts = {v.rule: v.status for v in diagnose(run, predict=True).verdicts}
+    verdicts = {v.rule: v.status for v in diagnosis.verdicts}
     assert verdicts["replay-mismatch"] == "clear"
 
 
@@ -88,8 +90,8 @@ def test_the_replay_runs_the_engine_preset_asked_for(tmp_path: Path) -> None:
         engine="vllm",
     )
     run = read_run(result.write(tmp_path / "run"))
-    same = diagnose(run, predict=True).replay
-    other = diagnose(run, predict=True, engine="tensorrt-llm").replay
+    same = diagnose(run, predict=True, replay_run=True).replay
+    other = diagnose(run, predict=True, replay_run=True, engine="tensorrt-llm").replay
     assert same is not None and other is not None
     assert other["engine"] == "tensorrt-llm" and other["engine_source"] == "given"
     ttft = {r["metric"]: r for r in same["rows"]}["ttft_s p90"]
@@ -112,7 +114,26 @@ def test_cli_predict_json_carries_the_replay_and_refuses_an_unknown_engine(
 
 def test_a_run_without_a_catalog_deployment_says_why_there_is_no_replay() -> None:
     root = Path(__file__).resolve().parent.parent / "data" / "runs" / "llamacpp_cpu_pid"
-    replayed = diagnose(read_run(root), predict=True).replay
+    replayed = diagnose(read_run(root), predict=True, replay_run=True).replay
     assert replayed is not None and not replayed["rows"]
     assert any("names no catalog model and GPU" in n for n in replayed["notes"])
     assert RunConfig.of(read_run(root)).source == "measured"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "server", "want"),
+    [
+        (None, "vllm", ("vllm", "server")),
+        (None, "sglang", ("sglang", "server")),
+        (None, "tensorrt_llm", ("tensorrt-llm", "server")),
+        (None, "llamacpp", ("vllm", "default")),
+        (None, None, ("vllm", "default")),
+        ("sglang", "vllm", ("sglang", "run config")),
+    ],
+)
+def test_the_replay_engine_is_the_configs_else_the_servers_else_vllm(
+    recorded: str | None, server: str | None, want: tuple[str, str]
+) -> None:
+    rc = RunConfig("measured", DeploymentConfig(engine=recorded), server_engine=server)
+    assert replay_engine(rc) == want
+    assert replay_engine(rc, "tensorrt-llm") == ("tensorrt-llm", "given")

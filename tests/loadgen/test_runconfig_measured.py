@@ -48,6 +48,8 @@ def test_bench_writes_a_run_config_that_reads_back_into_the_same_object(
     assert (dep.model, dep.catalog_model, dep.gpu) == ("smollm2", CATALOG_MODEL, GPU)
     assert (rc.slo_ttft_s, rc.slo_tpot_s, rc.seed) == (5.0, 1.0, 7)
     assert rc.server_url == llama.url and rc.served_model == "smollm2"
+    # llama.cpp lists its models as owned by "llamacpp" and has no /version
+    assert (rc.server_engine, rc.server_version) == ("llamacpp", None)
     assert rc.extra["telemetry"]["period_s"] == 0.1  # the writer's other settings are kept
     # every field survives the trip through config.json and back
     again = RunConfig.from_dict(json.loads(json.dumps(rc.to_dict())), "measured")
@@ -61,6 +63,7 @@ def test_predict_replays_the_measured_run_side_by_side(measured: Path) -> None:
     run = read_run(measured)
     ok = [r for r in run.records if r.ok]
     assert replay["requests"] == len(ok) > 0
+    # llama.cpp is no engine preset of the simulator: vLLM's
     assert (replay["engine"], replay["engine_source"]) == ("vllm", "default")
     assert replay["deployment"] == f"{CATALOG_MODEL} on 1x {GPU}"
     rows = {row["metric"]: row for row in replay["rows"]}

@@ -29,7 +29,7 @@ def run_diagnosis(run_dir: Path, predict: bool, engine: str | None = None) -> di
     run = read_run(run_dir)
     if engine is not None and engine not in ENGINES:
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
-    result = diagnose(run, predict=predict, engine=engine).to_dict()
+    result = diagnose(run, predict=predict, replay_run=predict, engine=engine).to_dict()
     result["run"] = str(run_dir)
     result["notes"] = [*run.warnings, *result["notes"]]
     return result

@@ -59,10 +59,13 @@ def _replay_verdict(replayed: dict[str, Any]) -> Verdict:
     return Verdict.fired(finding)
 
 
-def diagnose(run: Run, predict: bool = False, engine: str | None = None) -> Diagnosis:
+def diagnose(
+    run: Run, predict: bool = False, *, replay_run: bool = False, engine: str | None = None
+) -> Diagnosis:
     """Every rule of `RULES` over `run`; with `predict`, measured vs predicted too: the cost
-    model's estimate at the run's mean load (predict.py) and the run replayed through the
-    simulator on engine preset `engine` (default: the run config's; replay.py)."""
+    model's estimate at the run's mean load (predict.py) and, with `replay_run` (a simulation
+    of the whole run: `diagnose --predict` asks for it, a report does not), the run replayed
+    through the simulator on engine preset `engine` (default: the run config's; replay.py)."""
     sig = signals_of(run)
     notes = list(sig.notes)
     energy = _energy(run, notes)
@@ -75,6 +78,7 @@ def diagnose(run: Run, predict: bool = False, engine: str | None = None) -> Diag
     if predict:
         result.comparison = compare(run, sig.window_s, energy)
         result.verdicts.append(_mismatch_verdict(result.comparison))
+    if predict and replay_run:
         result.replay = replay(run, energy, engine)
         result.verdicts.append(_replay_verdict(result.replay))
     return result

@@ -8,8 +8,8 @@ simulator's own trace replay): arriving at its `scheduled_s` with its `input_tok
 `output_tokens`. A closed-loop run is replayed open at the times its requests were really
 scheduled, which is the load the server saw. The server: the run config's deployment
 (`RunConfig.deployment`, priced by `sim.price_deployment`: profile values and power limit
-included), the engine preset `engine` (default: the config's engine, else one named in the
-server's version string, else vLLM) with the recorded scheduler settings on top, and the run's
+included), the engine preset `engine` (default: the config's engine, else the one the
+server says it is, else vLLM) with the recorded scheduler settings on top, and the run's
 seed. A simulated run replayed this way reproduces itself: that is what the replay is checked by.
 
 Rows: TTFT, TPOT and ITL at p50/p90/p99, requests/s and output tokens/s, queueing (the
@@ -48,16 +48,16 @@ PERCENTILES = ("p50", "p90", "p99")
 
 
 def replay_engine(rc: RunConfig, engine: str | None = None) -> tuple[str, str]:
-    """(engine preset, where it came from): the one given, the config's, one named in the
-    server's version string, else vLLM's."""
+    """(engine preset, where it came from): the one given, the config's, the one the server
+    said it is (its model list's `owned_by`: "vllm", "sglang", "tensorrt_llm"), else vLLM's."""
     if engine is not None:
         return engine, "given"
     if rc.deployment.engine is not None:
         return rc.deployment.engine, "run config"
-    version = (rc.server_version or "").lower()
-    named = next((e for e in ENGINES if e in version), None)
+    said = (rc.server_engine or "").lower().replace("_", "-")
+    named = next((e for e in ENGINES if said.startswith(e)), None)
     if named is not None:
-        return named, "server version"
+        return named, "server"
     return DEFAULT_ENGINE, "default"
 
 

@@ -40,7 +40,7 @@ from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
-from tokenprobe.loadgen.models import served_models
+from tokenprobe.loadgen.models import served_models, server_identity
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
 from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import (
@@ -117,10 +117,11 @@ async def run_bench_async(
     connections = config.concurrency or config.max_concurrency or 0
     async with StreamClient(target, now_s(), max_connections=connections) as client:
         template_tokens = await _template_tokens(client, await preflight(client))
+        identity = await server_identity(config.url, config.api_key())
         pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
-        run_config = _run_config(config)
+        run_config = _run_config(config, *identity)
         run_config.update({
             "model_source": model_source,
             "prompt_salt": salt,
@@ -136,7 +137,9 @@ async def run_bench_async(
         return await _measure(config, client, pool, run_config, on_record, on_start)
 
 
-def _run_config(config: BenchConfig) -> dict[str, Any]:
+def _run_config(
+    config: BenchConfig, server_engine: str | None, server_version: str | None
+) -> dict[str, Any]:
     """The run's config.json object (records.RunConfig): bench's settings (URL masked, no key)
     beside the typed fields every reader shares; `--gpu`/`--catalog-model` join it at the end
     (tokenprobe.bench)."""
@@ -150,6 +153,8 @@ def _run_config(config: BenchConfig) -> dict[str, Any]:
         seed=config.seed,
         server_url=settings["url"],
         served_model=config.model,
+        server_engine=server_engine,
+        server_version=server_version,
         extra={k: v for k, v in settings.items() if k not in owned},
     ).to_dict()
 

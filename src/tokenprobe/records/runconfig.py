@@ -6,7 +6,8 @@ A `RunConfig` is `DeploymentConfig` (everything that prices the deployment: the 
 and its catalog name, GPU, tp/pp/ep, weight/activation/KV dtypes, the cost profile's name and
 its efficiency/power values, the power limit, the engine preset and its scheduler settings)
 plus the workload, the SLOs, the run's source (measured / simulated / imported), the server's
-URL (credentials already masked by the load generator), version and served model id when known,
+URL (credentials already masked by the load generator), version, engine (the `owned_by` of its
+model list) and served model id when known,
 and `extra`: what else the writer keeps (bench's settings, the telemetry block, ...).
 
 On disk it is config.json's "config" object, *flat* (`to_dict`): the deployment's keys sit at the
@@ -97,6 +98,7 @@ class RunConfig:
     seed: int | None = None
     server_url: str | None = None
     server_version: str | None = None
+    server_engine: str | None = None
     served_model: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -128,6 +130,7 @@ class RunConfig:
             seed=self.seed,
             server_url=self.server_url,
             server_version=self.server_version,
+            server_engine=self.server_engine,
             served_model=self.served_model,
         )
         return doc
@@ -140,7 +143,7 @@ class RunConfig:
         url = next((doc[k] for k in _URL_KEYS if doc.get(k) is not None), None)
         # bench's own "url" stays in extra too (its settings as BenchConfig.to_dict wrote them)
         used = {*DEPLOYMENT_KEYS, "server_url", "run_source", "workload", "slo_ttft_s"}
-        used |= {"slo_tpot_s", "seed", "server_version", "served_model"}
+        used |= {"slo_tpot_s", "seed", "server_version", "server_engine", "served_model"}
         return cls(
             source=str(source),
             deployment=_deployment(doc),
@@ -150,6 +153,7 @@ class RunConfig:
             seed=doc.get("seed"),
             server_url=_opt_str(doc, "server_url", url),
             server_version=_opt_str(doc, "server_version"),
+            server_engine=_opt_str(doc, "server_engine"),
             served_model=_opt_str(doc, "served_model"),
             extra={k: v for k, v in doc.items() if k not in used},
         )
