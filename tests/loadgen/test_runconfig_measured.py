@@ -86,3 +86,19 @@ def test_predict_prints_the_replay_table(measured: Path) -> None:
     text = "".join(result.output.split())
     assert "Therunvsitsreplayinthesimulator" in text
     assert "ttft_sp99" in text and "measured/simulated" in text
+
+
+def test_gpu_and_catalog_model_are_kept_without_telemetry_too(
+    llama: LlamaServer, tmp_path: Path
+) -> None:
+    """They price the run, whatever else is sampled (they were dropped without --telemetry)."""
+    out = tmp_path / "run"
+    args = ["bench", "--url", llama.url, "--model", "smollm2", "--out", str(out)]
+    args += ["--concurrency", "2", "--num-requests", "4", "--input-tokens", "16"]
+    args += ["--output-tokens", "8", "--gpu", "l4", "--catalog-model", "qwen2.5-7b"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    dep = RunConfig.of(read_run(out)).deployment
+    assert (dep.gpu, dep.catalog_model, dep.model) == ("l4", "qwen2.5-7b", "smollm2")
+    bad = runner.invoke(app, [*args[:-4], "--gpu", "h100-sxmm", "--overwrite"])
+    assert bad.exit_code == 2 and "h100-sxm" in bad.output  # the closest known name

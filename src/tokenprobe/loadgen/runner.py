@@ -144,10 +144,13 @@ def _run_config(
     beside the typed fields every reader shares; `--gpu`/`--catalog-model` join it at the end
     (tokenprobe.bench)."""
     settings = config.to_dict()
-    owned = ("model", "seed", "slo_ttft_s", "slo_tpot_s")
+    owned = ("model", "gpu", "catalog_model", "seed", "slo_ttft_s", "slo_tpot_s")
+    deployment = DeploymentConfig(
+        model=config.model, gpu=config.gpu, catalog_model=config.catalog_model
+    )
     return RunConfig(
         source="measured",
-        deployment=DeploymentConfig(model=config.model),
+        deployment=deployment,
         slo_ttft_s=config.slo_ttft_s,
         slo_tpot_s=config.slo_tpot_s,
         seed=config.seed,
