@@ -148,7 +148,7 @@ def _render_replay(replayed: dict[str, Any]) -> None:
         )
         print_table(title, REPLAY_COLUMNS, rows, caption=caption)
     for note in replayed.get("notes", []):
-        err_console.print(f"note: replay: {note}", highlight=False, markup=False)
+        err_console.print(f"note: {note}", highlight=False, markup=False)  # says "replay"
 
 
 @app.command("diagnose")

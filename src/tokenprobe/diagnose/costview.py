@@ -40,7 +40,10 @@ def deployment_of(run: Run, notes: list[str]) -> Deployment | None:
         notes.append(f"no cost-model view: {exc}")
         return None
     if dc.catalog_name is None or dc.gpu is None:
-        notes.append("the run config names no catalog model and GPU: no cost-model view")
+        notes.append(
+            "the run config names no catalog model and GPU (bench --gpu, --catalog-model): "
+            "no cost-model view"
+        )
         return None
     try:
         return price_deployment(dc)

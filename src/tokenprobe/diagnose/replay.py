@@ -148,15 +148,21 @@ def replay(
     except TokenprobeError as exc:
         notes.append(f"no replay: {exc}")
         return empty
-    dep = deployment_of(run, notes)
+    priced: list[str] = []
+    dep = deployment_of(run, priced)
+    # the same reason, said of the replay
+    notes += [
+        "no replay: " + n.removeprefix("no cost-model view: ").removesuffix(": no cost-model view")
+        for n in priced
+    ]
     specs = _specs(run.records)
     if dep is None or not specs:
         if not specs:
-            notes.append("no successful request to replay")
+            notes.append("no replay: no successful request to replay")
         return empty
     left_out = len(run.records) - len(specs)
     if left_out:
-        notes.append(f"{left_out} request(s) failed or produced nothing: left out of the replay")
+        notes.append(f"replay: {left_out} request(s) failed or produced nothing, left out")
     preset, preset_source = replay_engine(rc, engine)
     try:
         result = simulate(
