@@ -123,8 +123,11 @@ def test_run_folders_written_before_the_type_still_read(name: str) -> None:
     rc = _round_trip(DATA / "runs" / name)
     assert rc.source == "measured"
     assert rc.deployment.model == raw["model"] and rc.server_url == raw["url"]
-    assert rc.deployment.gpu is None and rc.deployment.tp == 1
-    assert rc.extra["telemetry"] == raw["telemetry"]  # nothing the writer kept is lost
+    assert rc.deployment.gpu is None and rc.deployment.tp is None  # not known: not guessed
+    assert rc.extra["telemetry"] == raw["telemetry"]
+    written = rc.to_dict()  # nothing the writer kept is lost, and no value is made up
+    assert {k: v for k, v in raw.items() if v is not None}.items() <= written.items()
+    assert "tp" not in written and "gpu" not in written
 
 
 def test_an_old_simulated_config_reads_its_deployment() -> None:
@@ -136,7 +139,7 @@ def test_an_old_simulated_config_reads_its_deployment() -> None:
         "seed": 0, "kv_capacity_blocks": 100,
     }  # fmt: skip
     rc = RunConfig.from_dict(old, "simulated")
-    assert (rc.deployment.tp, rc.deployment.pp, rc.deployment.kv_dtype) == (2, 1, "fp8")
+    assert (rc.deployment.tp, rc.deployment.pp, rc.deployment.kv_dtype) == (2, None, "fp8")
     assert rc.deployment.power_limit_w is None and rc.deployment.engine is None
     assert rc.extra["kv_capacity_blocks"] == 100
     assert price_deployment(rc.deployment).num_gpus == 2
@@ -153,8 +156,16 @@ def test_a_field_of_the_wrong_type_is_refused_naming_it(key: str, value: object)
 
 
 def test_every_deployment_field_is_written() -> None:
-    """A field added to DeploymentConfig reaches config.json without another edit."""
-    dc = DeploymentConfig(model="m", gpu="g", tp=2, profile="p", power_limit_w=300.0)
-    doc = RunConfig("measured", deployment=dc).to_dict()
-    assert {f.name for f in fields(DeploymentConfig)} <= set(doc)
-    assert RunConfig.from_dict(doc).deployment == dc
+    """A field added to DeploymentConfig reaches config.json without another edit; one not
+    known is left out and reads back as not known (a seed of 0 is known)."""
+    values = dict(model="m", catalog_model="c", gpu="g", tp=2, pp=2, expert_parallel=True)
+    values |= dict(weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8", profile="p")
+    values |= dict(efficiency={"memory": 0.5}, power={"dvfs_exponent": 2.0})
+    values |= dict(power_limit_w=300.0, engine="sglang", scheduler={"max_num_seqs": 8})
+    assert set(values) == {f.name for f in fields(DeploymentConfig)}  # this test knows them all
+    dc = DeploymentConfig(**values)  # type: ignore[arg-type]
+    doc = RunConfig("measured", deployment=dc, seed=0).to_dict()
+    assert set(values) <= set(doc) and doc["seed"] == 0
+    assert RunConfig.from_dict(doc) == RunConfig("measured", deployment=dc, seed=0)
+    sparse = RunConfig("measured", deployment=DeploymentConfig(model="m")).to_dict()
+    assert sparse == {"model": "m", "run_source": "measured"}

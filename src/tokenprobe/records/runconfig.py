@@ -47,8 +47,8 @@ class DeploymentConfig:
     model: str | None = None
     catalog_model: str | None = None
     gpu: str | None = None
-    tp: int = 1
-    pp: int = 1
+    tp: int | None = None  # None: not known (a measured run that was not told); priced as 1
+    pp: int | None = None
     expert_parallel: bool = False
     weight_dtype: str | None = None
     act_dtype: str | None = None
@@ -63,6 +63,8 @@ class DeploymentConfig:
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
             value = getattr(self, name)
+            if value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SchemaError(f"config.{name}", f"{value!r:.40} is not an integer")
             if not 1 <= value <= MAX_PARALLEL:
@@ -119,10 +121,8 @@ class RunConfig:
         """The flat JSON object config.json holds (module docstring)."""
         dep = self.deployment
         doc: dict[str, Any] = dict(self.extra)
-        doc.update({name: getattr(dep, name) for name in DEPLOYMENT_KEYS})
-        doc["efficiency"], doc["power"] = dict(dep.efficiency), dict(dep.power)
-        doc["scheduler"] = dict(dep.scheduler)
-        doc.update(
+        doc.update({name: _copy(getattr(dep, name)) for name in DEPLOYMENT_KEYS})
+        typed = dict(
             run_source=self.source,
             workload=self.workload,
             slo_ttft_s=self.slo_ttft_s,
@@ -133,6 +133,12 @@ class RunConfig:
             server_engine=self.server_engine,
             served_model=self.served_model,
         )
+        doc.update(typed)
+        # a field not known (None, empty, False) is left out: it reads back as its default, and
+        # a measured run's config keeps the keys it always had
+        unknown = [k for k in (*DEPLOYMENT_KEYS, *typed) if _unknown(doc[k])]
+        for key in unknown:
+            del doc[key]
         return doc
 
     @classmethod
@@ -178,18 +184,27 @@ class RunConfig:
 
 
 def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
-    tp, pp = doc.get("tp"), doc.get("pp")
+    tp, pp = doc.get("tp"), doc.get("pp")  # type-checked by DeploymentConfig
     values: dict[str, Any] = {name: _opt_str(doc, name) for name in _STR_FIELDS}
     return DeploymentConfig(
         **values,
-        tp=1 if tp is None else tp,
-        pp=1 if pp is None else pp,
+        tp=tp,
+        pp=pp,
         expert_parallel=bool(doc.get("expert_parallel") or False),
         efficiency=_table(doc, "efficiency"),
         power=_table(doc, "power"),
         power_limit_w=_opt_float(doc, "power_limit_w"),
         scheduler=_table(doc, "scheduler"),
     )
+
+
+def _unknown(value: Any) -> bool:
+    """None, an empty table or False: a field at its not-known default (0 is a value)."""
+    return value is None or value is False or (isinstance(value, dict) and not value)
+
+
+def _copy(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
 
 
 def _number(value: object) -> bool:

@@ -68,8 +68,8 @@ def price_deployment(dc: DeploymentConfig) -> Deployment:
     return make_deployment(
         dc.catalog_name or "",
         dc.gpu or "",
-        tp=dc.tp,
-        pp=dc.pp,
+        tp=dc.tp or 1,
+        pp=dc.pp or 1,
         expert_parallel=dc.expert_parallel,
         weight_dtype=dc.weight_dtype or "bf16",
         act_dtype=dc.act_dtype,
@@ -88,7 +88,7 @@ def scheduler_of(dc: DeploymentConfig, gpu: GpuSpec, engine: str | None = None) 
     known = {f.name for f in fields(SchedulerConfig)}
     same = dc.engine is None or preset == dc.engine
     settings = {k: v for k, v in dc.scheduler.items() if k in known and same}
-    return engine_defaults(preset, gpu, dc.tp, **settings)
+    return engine_defaults(preset, gpu, dc.tp or 1, **settings)
 
 
 def scheduler_name(dc: DeploymentConfig) -> str:
