@@ -137,3 +137,23 @@ def test_the_replay_engine_is_the_configs_else_the_servers_else_vllm(
     rc = RunConfig("measured", DeploymentConfig(engine=recorded), server_engine=server)
     assert replay_engine(rc) == want
     assert replay_engine(rc, "tensorrt-llm") == ("tensorrt-llm", "given")
+
+
+def test_a_shared_prefix_workload_replays_with_its_prefix(tmp_path: Path) -> None:
+    """The records do not say which prompt tokens are shared; the recorded workload does, and
+    the replay's prefix cache then finds them again as the run's did."""
+    from tokenprobe.workload import Arrival, Workload, fixed
+
+    workload = Workload(
+        arrival=Arrival("poisson", rate_per_s=20.0),
+        input_len=fixed(2048, "input_tokens"),
+        output_len=fixed(32, "output_tokens"),
+        num_requests=120,
+        shared_prefix_tokens=1536,
+    )
+    result = simulate("llama-3.1-8b", "h100-sxm", workload=workload, seed=2)
+    run = read_run(result.write(tmp_path / "run"))
+    replayed = diagnose(run, predict=True, replay_run=True).replay
+    assert replayed is not None
+    ttft = {r["metric"]: r for r in replayed["rows"]}["ttft_s p50"]
+    assert ttft["ratio"] == pytest.approx(1.0, rel=0.02)

@@ -21,7 +21,7 @@ from typing import Any
 from tokenprobe.diagnose.costview import CostView, cost_view
 from tokenprobe.diagnose.findings import Diagnosis, Finding, Verdict
 from tokenprobe.diagnose.predict import compare, mismatch_finding
-from tokenprobe.diagnose.replay import REPLAY_FACTOR, replay, replay_finding
+from tokenprobe.diagnose.replay import REPLAY_FACTOR, replay_comparison, replay_finding
 from tokenprobe.diagnose.rules import RULES, Context
 from tokenprobe.diagnose.signals import Signals, signals_of
 from tokenprobe.energy_join import EnergyReport, join_energy
@@ -79,7 +79,7 @@ def diagnose(
         result.comparison = compare(run, sig.window_s, energy)
         result.verdicts.append(_mismatch_verdict(result.comparison))
     if predict and replay_run:
-        result.replay = replay(run, energy, engine)
+        result.replay = replay_comparison(run, energy, engine)
         result.verdicts.append(_replay_verdict(result.replay))
     return result
 

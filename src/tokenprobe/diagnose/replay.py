@@ -5,8 +5,9 @@ measured figures beside the simulated ones.
 The load: every successful request of the run (a failed one was not served, so it is left out,
 with a note) becomes one request of a trace workload (`workload.Arrival("trace")`, the
 simulator's own trace replay): arriving at its `scheduled_s` with its `input_tokens` and
-`output_tokens`. A closed-loop run is replayed open at the times its requests were really
-scheduled, which is the load the server saw. The server: the run config's deployment
+`output_tokens` (and the shared prompt prefix the recorded workload names). A closed-loop run
+is replayed open at the times its requests were really scheduled, which is the load the server
+saw. The server: the run config's deployment
 (`RunConfig.deployment`, priced by `sim.price_deployment`: profile values and power limit
 included), the engine preset `engine` (default: the config's engine, else the one the
 server says it is, else vLLM) with the recorded scheduler settings on top, and the run's
@@ -61,14 +62,27 @@ def replay_engine(rc: RunConfig, engine: str | None = None) -> tuple[str, str]:
     return DEFAULT_ENGINE, "default"
 
 
-def _specs(records: list[RequestRecord]) -> list[RequestSpec]:
+def _shared_prefix_tokens(rc: RunConfig) -> int:
+    """The prompt prefix every request shares, as the recorded workload says (simulate's
+    `shared_prefix_tokens`); 0 when it does not (bench sends fresh prompts)."""
+    value = (rc.workload or {}).get("shared_prefix_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _specs(records: list[RequestRecord], prefix_tokens: int = 0) -> list[RequestSpec]:
     done = sorted(
         (r for r in records if r.ok and r.output_tokens >= 1 and r.input_tokens >= 1),
         key=lambda r: r.scheduled_s,
     )
     start = done[0].scheduled_s if done else 0.0
     return [
-        RequestSpec(r.request_id, r.scheduled_s - start, r.input_tokens, r.output_tokens)
+        RequestSpec(
+            r.request_id,
+            r.scheduled_s - start,
+            r.input_tokens,
+            r.output_tokens,
+            min(prefix_tokens, r.input_tokens),
+        )
         for r in done
     ]
 
@@ -135,7 +149,7 @@ def _figures(
     return figures
 
 
-def replay(
+def replay_comparison(
     run: Run, energy: EnergyReport | None = None, engine: str | None = None
 ) -> dict[str, Any]:
     """{"rows": [{metric, measured, simulated, ratio}], "deployment", "engine",
@@ -155,7 +169,7 @@ def replay(
         "no replay: " + n.removeprefix("no cost-model view: ").removesuffix(": no cost-model view")
         for n in priced
     ]
-    specs = _specs(run.records)
+    specs = _specs(run.records, _shared_prefix_tokens(rc))
     if dep is None or not specs:
         if not specs:
             notes.append("no replay: no successful request to replay")

@@ -140,9 +140,9 @@ async def run_bench_async(
 def _run_config(
     config: BenchConfig, server_engine: str | None, server_version: str | None
 ) -> dict[str, Any]:
-    """The run's config.json object (records.RunConfig): bench's settings (URL masked, no key)
-    beside the typed fields every reader shares; `--gpu`/`--catalog-model` join it at the end
-    (tokenprobe.bench)."""
+    """The run's config.json object (records.RunConfig): the typed fields every reader shares
+    (the deployment as far as bench knows it: the served model, `--gpu`, `--catalog-model`; the
+    SLOs, seed and server) beside bench's other settings (URL masked, never the key)."""
     settings = config.to_dict()
     owned = ("model", "gpu", "catalog_model", "seed", "slo_ttft_s", "slo_tpot_s")
     deployment = DeploymentConfig(
