@@ -18,7 +18,7 @@ URL credentials) are masked in the notes and in everything written (`records.red
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenprobe.energy_join import join_energy
@@ -37,6 +37,7 @@ from tokenprobe.model import get_model
 from tokenprobe.records import (
     HostSample,
     Run,
+    RunConfig,
     RunWriter,
     ServerSample,
     TelemetrySample,
@@ -163,20 +164,31 @@ def _finish(
     notes["server_scrape_failures"] = scraper.failures if scraper else 0
     notes["notes"] = [*notes["notes"], *(scraper.notes if scraper else [])]
     run.telemetry_notes = redact(notes, secrets)
-    run.config["telemetry"] = {
+    run.config = _with_telemetry(RunConfig.of(run), telemetry, run, shown).to_dict()
+    if config.out:
+        update_run_folder(config.out, run, telemetry_summary(run), secrets)
+
+
+def _with_telemetry(
+    rc: RunConfig, telemetry: TelemetryConfig, run: Run, shown_url: str | None
+) -> RunConfig:
+    """The run's config with what the telemetry flags say: the GPU and catalog model that
+    price the deployment, the server's load time and the sampling block."""
+    deployment = replace(
+        rc.deployment,
+        gpu=telemetry.gpu or rc.deployment.gpu,
+        catalog_model=telemetry.catalog_model or rc.deployment.catalog_model,
+    )
+    block = {
         "period_s": telemetry.period_s,
-        "server_metrics_url": shown,
+        "server_metrics_url": shown_url,
         "server_pid": telemetry.server_pid,
         "gpus": sorted({s.gpu_index for s in run.telemetry if s.gpu_index is not None}),
     }
-    known = {
-        "server_load_s": telemetry.server_load_s,
-        "gpu": telemetry.gpu,
-        "catalog_model": telemetry.catalog_model,
-    }
-    run.config.update({k: v for k, v in known.items() if v is not None})
-    if config.out:
-        update_run_folder(config.out, run, telemetry_summary(run), secrets)
+    extra = {**rc.extra, "telemetry": block}
+    if telemetry.server_load_s is not None:
+        extra["server_load_s"] = telemetry.server_load_s
+    return replace(rc, deployment=deployment, extra=extra)
 
 
 def telemetry_summary(run: Run) -> dict[str, Any]:

@@ -21,16 +21,15 @@ from typing import Any
 
 from tokenprobe.calibrate.observations import LoadResult, Row
 from tokenprobe.calibrate.sources import load_csv
-from tokenprobe.cost import Deployment, make_deployment
+from tokenprobe.cost import Deployment
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
-from tokenprobe.records import CONFIG_FILE, read_run
-from tokenprobe.sim import SchedulerConfig, build_workload, simulate
+from tokenprobe.records import CONFIG_FILE, DeploymentConfig, RunConfig, read_run
+from tokenprobe.sim import SchedulerConfig, build_workload, price_deployment, simulate
 from tokenprobe.workload import Workload, workload_from_dict
 
 PROFILE_CSV = "profile.csv"
-MAX_TP = 1024
 RUN_METRICS = ("ttft_median", "tpot_median", "output_throughput")
 
 
@@ -50,30 +49,19 @@ def _resimulate(
     return _metrics(result.summary())
 
 
-def _deployment(cfg: Mapping[str, Any]) -> Deployment:
-    missing = [k for k in ("model", "gpu") if not cfg.get(k)]
+def _deployment(dc: DeploymentConfig) -> Deployment:
+    """The run's deployment as its config (records.RunConfig) records it, overrides applied;
+    every field that prices it (pp, profile values, power limit) is kept."""
+    missing = [k for k, v in (("model", dc.catalog_name), ("gpu", dc.gpu)) if not v]
     if missing:
         raise _SkipRunError(f"config names no {missing[0]} (give it with --{missing[0]})")
-    tp = cfg.get("tp") or 1
-    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP:
-        raise _SkipRunError(f"tp={tp!r:.40} is not an integer in [1, {MAX_TP}]")
-    return make_deployment(
-        str(cfg["model"]),
-        str(cfg["gpu"]),
-        tp=tp,
-        weight_dtype=str(cfg.get("weight_dtype") or "bf16"),
-        kv_dtype=cfg.get("kv_dtype"),
-    )
+    return price_deployment(dc)
 
 
-def _scheduler(cfg: Mapping[str, Any]) -> SchedulerConfig:
-    sched = cfg.get("scheduler") or {}
-    if not isinstance(sched, Mapping):
-        raise _SkipRunError(f"scheduler={sched!r:.40} is not an object")
-    sched = dict(sched)
-    sched.pop("name", None)
+def _scheduler(dc: DeploymentConfig) -> SchedulerConfig:
+    """The recorded scheduler settings over SchedulerConfig's defaults."""
     known = set(SchedulerConfig.__dataclass_fields__)
-    return SchedulerConfig(**{k: v for k, v in sched.items() if k in known})
+    return SchedulerConfig(**{k: v for k, v in dc.scheduler.items() if k in known})
 
 
 class _SkipRunError(Exception):
@@ -97,22 +85,18 @@ def _workload(cfg: Mapping[str, Any], root: Path) -> Workload:
     raise _SkipRunError("no reproducible workload in config (fixed lengths and request count)")
 
 
-def _seed(cfg: Mapping[str, Any]) -> int:
-    seed = cfg.get("seed") or 0
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise _SkipRunError(f"seed={seed!r:.40} is not an integer >= 0")
-    return seed
-
-
 def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     run = read_run(root)
     bench = run.config.get("bench")
     cfg = {**run.config, **(bench if isinstance(bench, Mapping) else {}), **overrides}
+    if "model" in overrides:  # the model given names the catalog model to price
+        cfg["catalog_model"] = None
     try:
-        dep = _deployment(cfg)
+        rc = RunConfig.from_dict(cfg, run.kind)
+        dep = _deployment(rc.deployment)
         workload = _workload(cfg, root)
-        sched = _scheduler(cfg)
-        seed = _seed(cfg)
+        sched = _scheduler(rc.deployment)
+        seed = rc.seed or 0
     # a config of the wrong shape (a list for a table, text for a number): ConfigError,
     # TypeError or ValueError from the constructors; skipped with the reason, as a run
     # without a workload is
@@ -122,7 +106,9 @@ def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     if not measured:
         raise _SkipRunError("no completed requests")
     kind = "tokenprobe-sim" if run.kind == "simulated" else "measured"
-    engine = str(cfg.get("engine") or kind)
+    # a simulated run's figures come from the simulator, whatever engine preset it ran
+    recorded = None if run.kind == "simulated" else rc.deployment.engine
+    engine = str(overrides.get("engine") or recorded or kind)
     predict = functools.partial(_resimulate, workload=workload, config=sched, seed=seed)
     source = f"run:{root.name}"
     label = f"{dep.model.name} {dep.gpu.name} tp{dep.tp} {workload.arrival.kind}"

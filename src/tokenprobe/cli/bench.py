@@ -196,10 +196,12 @@ def bench_cmd(
         typer.Option(help="With --telemetry: server launch-to-ready time (s), for diagnose"),
     ] = None,
     gpu: Annotated[
-        str | None, typer.Option(help="With --telemetry: the server's GPU (catalog name)")
+        str | None,
+        typer.Option(help="The server's GPU (catalog name), for diagnose --predict"),
     ] = None,
     catalog_model: Annotated[
-        str | None, typer.Option(help="With --telemetry: catalog model, if --model is not one")
+        str | None,
+        typer.Option(help="Catalog model, if --model is not one (for diagnose --predict)"),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -243,6 +245,8 @@ def bench_cmd(
             top_k=top_k,
             sampling_seed=sampling_seed,
             extra_body=parse_extra_body(extra_body),
+            gpu=gpu,
+            catalog_model=catalog_model,
             api_key_value=api_key,
         )
         finite("max_error_rate", max_error_rate, lo=0.0, hi=1.0)

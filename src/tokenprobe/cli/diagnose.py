@@ -1,5 +1,6 @@
 """`tokenprobe diagnose RUN_DIR [--predict] [--json]`: what limits the run, with the evidence
-and an action per finding; with `--predict`, measured vs predicted TTFT, TPOT and J/token."""
+and an action per finding; with `--predict`, measured vs predicted TTFT, TPOT and J/token, and
+measured vs the run replayed through the simulator (`--engine` picks the preset)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,23 @@ from rich.text import Text
 from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table
 from tokenprobe.diagnose import diagnose
-from tokenprobe.errors import SchemaError
+from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.records import read_run
+from tokenprobe.sim import ENGINES
 from tokenprobe.units import MILLI
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def run_diagnosis(run_dir: Path, predict: bool) -> dict[str, Any]:
+def run_diagnosis(run_dir: Path, predict: bool, engine: str | None = None) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise SchemaError(
             str(run_dir), "not a folder: give a run folder (config.json, records.jsonl)"
         )
     run = read_run(run_dir)
-    result = diagnose(run, predict=predict).to_dict()
+    if engine is not None and engine not in ENGINES:
+        raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+    result = diagnose(run, predict=predict, replay_run=predict, engine=engine).to_dict()
     result["run"] = str(run_dir)
     result["notes"] = [*run.warnings, *result["notes"]]
     return result
@@ -69,6 +73,8 @@ def _render(result: dict[str, Any]) -> None:
     comparison = result.get("comparison")
     if comparison:
         _render_comparison(comparison)
+    if result.get("replay"):
+        _render_replay(result["replay"])
     for note in result["notes"]:
         err_console.print(f"note: {note}", highlight=False, markup=False)
 
@@ -103,17 +109,70 @@ def _render_comparison(comparison: dict[str, Any]) -> None:
         err_console.print(f"note: prediction: {note}", highlight=False, markup=False)
 
 
+REPLAY_COLUMNS = (
+    Col("metric", kind="name"),
+    Col("measured", kind="num", justify="right"),
+    Col("simulated", kind="num", justify="right"),
+    Col("measured / simulated", "ratio", kind="num", justify="right"),
+)
+
+
+def _fmt_replay(metric: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if " " in metric:  # a latency percentile: "ttft_s p50"
+        return f"{value / MILLI:.3g} ms"
+    if metric.startswith("kv_cache"):
+        return f"{value:.1%}"
+    if metric.startswith("joules"):
+        return f"{value:.3g} J"
+    return f"{value:,.2f}"  # rates and counts: no exponent for people
+
+
+def _render_replay(replayed: dict[str, Any]) -> None:
+    rows = [
+        [
+            row["metric"],
+            _fmt_replay(row["metric"], row["measured"]),
+            _fmt_replay(row["metric"], row["simulated"]),
+            "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+        ]
+        for row in replayed["rows"]
+    ]
+    if rows:
+        title = f"The run vs its replay in the simulator: {replayed['deployment']}"
+        caption = (
+            f"{replayed['requests']} requests at their own arrival times and lengths; engine "
+            f"preset {replayed['engine']} ({replayed['engine_source']}), profile "
+            f"{replayed['profile'] or 'default'}"
+        )
+        print_table(title, REPLAY_COLUMNS, rows, caption=caption)
+    for note in replayed.get("notes", []):
+        err_console.print(f"note: {note}", highlight=False, markup=False)  # says "replay"
+
+
 @app.command("diagnose")
 def diagnose_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (bench, simulate, import)")],
     predict: Annotated[
-        bool, typer.Option(help="Also compare with the cost model's prediction")
+        bool,
+        typer.Option(
+            help="Also compare with the cost model's prediction, and replay the run's own "
+            "arrivals and lengths through the simulator (measured vs simulated)"
+        ),
     ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help=f"With --predict: the engine preset of the replay ({', '.join(ENGINES)}; "
+            "default: the run config's, else the server's, else vllm)"
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
     """Say what limits a run: bandwidth, compute, KV capacity, CPU, communication, bursts,
     throttling, idle power, loading; each finding with its evidence and an action."""
-    result = guarded(lambda: run_diagnosis(run_dir, predict))
+    result = guarded(lambda: run_diagnosis(run_dir, predict, engine))
     if json_out:
         print_json(result)
     else:

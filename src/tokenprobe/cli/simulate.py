@@ -197,6 +197,8 @@ def simulate_cmd(
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
             progress=progress,
+            profile=profile,
+            engine=engine,
         )
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS

@@ -11,6 +11,7 @@ rules.py     `RULES`, the list of rules and their criteria (adding a rule: one f
 context.py   what a rule receives, the thresholds
 rules_gpu.py / rules_load.py   the rules about the GPU / about load and host
 predict.py   measured vs predicted TTFT, TPOT, J/token
+replay.py    the run's own arrivals and lengths through the simulator, measured vs simulated
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from tokenprobe.diagnose.costview import CostView, cost_view
 from tokenprobe.diagnose.findings import Diagnosis, Finding, Verdict
 from tokenprobe.diagnose.predict import compare, mismatch_finding
+from tokenprobe.diagnose.replay import REPLAY_FACTOR, replay_comparison, replay_finding
 from tokenprobe.diagnose.rules import RULES, Context
 from tokenprobe.diagnose.signals import Signals, signals_of
 from tokenprobe.energy_join import EnergyReport, join_energy
@@ -47,8 +49,23 @@ def _mismatch_verdict(comparison: dict[str, Any]) -> Verdict:
     return Verdict.fired(finding)
 
 
-def diagnose(run: Run, predict: bool = False) -> Diagnosis:
-    """Every rule of `RULES` over `run`; with `predict`, measured vs predicted too."""
+def _replay_verdict(replayed: dict[str, Any]) -> Verdict:
+    name = "replay-mismatch"
+    if not replayed["rows"]:
+        return Verdict(name, "skipped", "; ".join(replayed["notes"]))
+    finding = replay_finding(replayed)
+    if finding is None:
+        return Verdict(name, "clear", f"TTFT, TPOT, ITL, throughput within {REPLAY_FACTOR:g}x")
+    return Verdict.fired(finding)
+
+
+def diagnose(
+    run: Run, predict: bool = False, *, replay_run: bool = False, engine: str | None = None
+) -> Diagnosis:
+    """Every rule of `RULES` over `run`; with `predict`, measured vs predicted too: the cost
+    model's estimate at the run's mean load (predict.py) and, with `replay_run` (a simulation
+    of the whole run: `diagnose --predict` asks for it, a report does not), the run replayed
+    through the simulator on engine preset `engine` (default: the run config's; replay.py)."""
     sig = signals_of(run)
     notes = list(sig.notes)
     energy = _energy(run, notes)
@@ -61,6 +78,9 @@ def diagnose(run: Run, predict: bool = False) -> Diagnosis:
     if predict:
         result.comparison = compare(run, sig.window_s, energy)
         result.verdicts.append(_mismatch_verdict(result.comparison))
+    if predict and replay_run:
+        result.replay = replay_comparison(run, energy, engine)
+        result.verdicts.append(_replay_verdict(result.replay))
     return result
 
 

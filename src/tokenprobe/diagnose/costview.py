@@ -12,13 +12,13 @@ weighted by their time. This stands in for NVML's memory utilization on simulate
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost import BatchShape, Deployment, make_deployment, step_cost
-from tokenprobe.errors import TokenprobeError
-from tokenprobe.records import Run
+from tokenprobe.cost import BatchShape, Deployment, step_cost
+from tokenprobe.errors import SchemaError, TokenprobeError
+from tokenprobe.records import Run, RunConfig
+from tokenprobe.sim import price_deployment
 
 SHARE_KEYS = ("compute", "memory", "communication", "overhead")
 
@@ -31,20 +31,22 @@ class CostView:
     source: str  # "timeline" or "records"
 
 
-def deployment_of(config: dict[str, Any], notes: list[str]) -> Deployment | None:
-    """The run config's deployment, or None (with a note) when it names no catalog model/GPU."""
-    model, gpu = config.get("catalog_model") or config.get("model"), config.get("gpu")
-    if not isinstance(model, str) or not isinstance(gpu, str):
-        notes.append("the run config names no catalog model and GPU: no cost-model view")
+def deployment_of(run: Run, notes: list[str]) -> Deployment | None:
+    """The run config's deployment (records.RunConfig: everything that prices it, the power
+    limit and profile included), or None (with a note) when it names no catalog model/GPU."""
+    try:
+        dc = RunConfig.of(run).deployment
+    except SchemaError as exc:
+        notes.append(f"no cost-model view: {exc}")
+        return None
+    if dc.catalog_name is None or dc.gpu is None:
+        notes.append(
+            "the run config names no catalog model and GPU (bench --gpu, --catalog-model): "
+            "no cost-model view"
+        )
         return None
     try:
-        return make_deployment(
-            model,
-            gpu,
-            tp=int(config.get("tp") or 1),
-            weight_dtype=str(config.get("weight_dtype") or "bf16"),
-            kv_dtype=config.get("kv_dtype") if isinstance(config.get("kv_dtype"), str) else None,
-        )
+        return price_deployment(dc)
     except TokenprobeError as exc:
         notes.append(f"no cost-model view: {exc}")
         return None
@@ -110,7 +112,7 @@ def _groups_from_records(
 
 
 def cost_view(run: Run, end_s: float, notes: list[str]) -> CostView | None:
-    dep = deployment_of(run.config, notes)
+    dep = deployment_of(run, notes)
     if dep is None:
         return None
     mean_in, mean_out = _means(run)

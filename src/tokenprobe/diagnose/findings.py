@@ -49,6 +49,7 @@ class Diagnosis:
 
     verdicts: list[Verdict] = field(default_factory=list)
     comparison: dict[str, Any] | None = None  # see predict.py
+    replay: dict[str, Any] | None = None  # see replay.py
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,5 +67,6 @@ class Diagnosis:
                 {"rule": v.rule, "status": v.status, "reason": v.reason} for v in self.verdicts
             ],
             "comparison": self.comparison,
+            "replay": self.replay,
             "notes": list(self.notes),
         }

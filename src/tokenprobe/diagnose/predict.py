@@ -46,7 +46,7 @@ def _p50(values: list[float]) -> float | None:
 def compare(run: Run, window_s: float, energy: EnergyReport | None) -> dict[str, Any]:
     """{"rows": [{metric, measured, predicted, ratio}], "load": ..., "notes": [...]}."""
     notes: list[str] = []
-    dep = deployment_of(run.config, notes)
+    dep = deployment_of(run, notes)
     load = _load(run, window_s)
     if dep is None or load is None:
         if load is None:

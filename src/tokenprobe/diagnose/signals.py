@@ -32,13 +32,12 @@ utilization; `mem_util` is then None and the rules use the cost model's view ins
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.hardware import GpuSpec, get_gpu
-from tokenprobe.records import Run
+from tokenprobe.records import DeploymentConfig, Run, RunConfig
 
 
 @dataclass(frozen=True)
@@ -243,22 +242,33 @@ def _power_clock(run: Run, end_s: float | None) -> PowerClock | None:
     return PowerClock(clock, np.asarray(power), np.asarray(limit_w), np.asarray(gpus, dtype=int))
 
 
-def _gpu_spec(config: dict[str, Any], notes: list[str]) -> GpuSpec | None:
-    name = config.get("gpu")
-    if not isinstance(name, str):
+def _deployment(run: Run, notes: list[str]) -> DeploymentConfig:
+    """The run config's deployment; a config that does not read is a note (nothing known)."""
+    try:
+        return RunConfig.of(run).deployment
+    except TokenprobeError as exc:
+        notes.append(f"run config: {exc}")
+        return DeploymentConfig()
+
+
+def _gpu_spec(dc: DeploymentConfig, notes: list[str]) -> GpuSpec | None:
+    if dc.gpu is None:
         return None
     try:
-        return get_gpu(name)
+        return get_gpu(dc.gpu)
     except TokenprobeError as exc:
-        notes.append(f"GPU {name!r} of the run config is not in the catalog ({exc})")
+        notes.append(f"GPU {dc.gpu!r} of the run config is not in the catalog ({exc})")
         return None
 
 
-def _num_gpus(run: Run) -> int:
-    for key in ("num_gpus", "tp"):
-        value = run.config.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
+def _num_gpus(run: Run, dc: DeploymentConfig) -> int:
+    """The simulator's num_gpus, else tp x pp when the config knows them, else the GPUs the
+    telemetry saw (a measured run that was not told)."""
+    recorded = run.config.get("num_gpus")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        return recorded
+    if dc.tp is not None or dc.pp is not None:
+        return (dc.tp or 1) * (dc.pp or 1)
     indices = {s.gpu_index for s in run.telemetry if s.gpu_index is not None}
     return max(len(indices), 1)
 
@@ -327,7 +337,8 @@ def signals_of(run: Run) -> Signals:
     end = end_of(run)
     notes: list[str] = []
     window = end if end is not None else 0.0
-    sig = Signals(window, _gpu_spec(run.config, notes), _num_gpus(run), "none", notes=notes)
+    dc = _deployment(run, notes)
+    sig = Signals(window, _gpu_spec(dc, notes), _num_gpus(run, dc), "none", notes=notes)
     if run.telemetry:
         sig.gpu_source = "telemetry"
         _gpu_from_telemetry(sig, run, end)

@@ -30,7 +30,7 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import finite, parse_json
-from tokenprobe.records import RequestRecord, Run
+from tokenprobe.records import RequestRecord, Run, RunConfig
 
 TIME_UNITS_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 MAX_COUNT = 2**53
@@ -66,8 +66,12 @@ def import_aiperf_jsonl(text: str, where: str) -> Run:
     starts = [_ns(obj["metadata"], "request_start_ns", here) for obj, here in rows]
     t0 = min(starts)
     records = [_record(obj, t0, here) for obj, here in rows]
-    config: dict[str, Any] = {"source": "aiperf"}
-    return Run(kind="imported", config=config, wall_start_s=t0 * NS, records=records)
+    return Run(
+        kind="imported",
+        config=RunConfig.imported("aiperf", {}).to_dict(),
+        wall_start_s=t0 * NS,
+        records=records,
+    )
 
 
 def _ns(meta: Mapping[str, Any], key: str, where: str) -> int:

@@ -20,7 +20,9 @@ or of a rerun with the same seed is answered from the server's prefix cache. Wit
 requests meeting them (`metrics.summarize`). Sampling: `temperature`, `top_p`, `top_k` and
 `sampling_seed` (the server's sampler seed; `seed` is the workload's) are sent in every body
 when given; `extra_body` (a JSON object) is merged into every body last, so it can override
-any field but the prompt.
+any field but the prompt. `gpu` and `catalog_model` (catalog names: the GPU the server runs on,
+and the model when the served name is not a catalog name) price the run's deployment in its
+config, so that `diagnose --predict` can estimate and replay it.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import get_gpu
 from tokenprobe.loadgen.client import ENDPOINTS, Endpoint
 from tokenprobe.loadgen.credentials import credentials, parse_url
+from tokenprobe.model import get_model
 from tokenprobe.workload import MAX_LENGTH_TOKENS, MAX_REQUESTS
 
 # one asyncio task and one socket per request in flight: far above any server's batch (vLLM
@@ -75,6 +79,8 @@ class BenchConfig:
     top_k: int | None = None
     sampling_seed: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    gpu: str | None = None  # catalog names that price the run (records.RunConfig), checked
+    catalog_model: str | None = None  # when given: the GPU served on, the model served
     api_key_value: str | None = field(default=None, repr=False)  # --api-key; never written
 
     def __post_init__(self) -> None:
@@ -98,6 +104,10 @@ class BenchConfig:
             raise ConfigError("api_key", "", "an empty key")
         credentials(self.url, self.api_key_value)  # a key given twice is refused here
         _check_request_options(self)
+        if self.gpu is not None:
+            get_gpu(self.gpu)  # an unknown name is refused here, with the closest known names
+        if self.catalog_model is not None:
+            get_model(self.catalog_model)
 
     def request_fields(self) -> dict[str, Any]:
         """What every request body gets besides the prompt: the sampling flags that were given,

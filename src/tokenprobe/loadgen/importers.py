@@ -37,7 +37,7 @@ from tokenprobe.loadgen.aiperf_import import (
     is_aiperf_aggregate,
     is_aiperf_record,
 )
-from tokenprobe.records import RequestRecord, Run
+from tokenprobe.records import RequestRecord, Run, RunConfig
 
 FORMATS: tuple[str, ...] = ("vllm", "guidellm", "aiperf")
 SOURCES: tuple[str, ...] = ("auto", *FORMATS)
@@ -137,11 +137,11 @@ def import_vllm(doc: Mapping[str, Any], where: str = "vllm result") -> Run:
         for i in range(n)
     ]
     keys = ("model_id", "backend", "request_rate", "burstiness", "max_concurrency")
-    config: dict[str, Any] = {k: _scalar(doc.get(k)) for k in keys}
-    config["source"] = "vllm bench serve"
+    settings: dict[str, Any] = {k: _scalar(doc.get(k)) for k in keys}
+    model = settings["model_id"] if isinstance(settings["model_id"], str) else None
     return Run(
         kind="imported",
-        config=config,
+        config=RunConfig.imported("vllm bench serve", settings, model).to_dict(),
         records=records,
         duration_s=_optional_num(doc.get("duration"), where, "duration"),
     )
@@ -217,7 +217,9 @@ def _guidellm_run(bench: Any, where: str) -> Run:
     ]
     assert isinstance(bench, dict)
     benchmark_id = bench.get("id") or bench.get("run_id")
-    config = {"source": "guidellm", "benchmark_id": _scalar(benchmark_id or None)}
+    config = RunConfig.imported(
+        "guidellm", {"benchmark_id": _scalar(benchmark_id or None)}
+    ).to_dict()
     duration = _optional_num(bench.get("duration"), where, "duration")
     return Run(
         kind="imported", config=config, wall_start_s=t0, records=records, duration_s=duration

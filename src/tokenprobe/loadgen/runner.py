@@ -40,10 +40,17 @@ from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
 from tokenprobe.loadgen.config import BenchConfig
-from tokenprobe.loadgen.models import served_models
+from tokenprobe.loadgen.models import served_models, server_identity
 from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
 from tokenprobe.loadgen.summary import bench_summary
-from tokenprobe.records import RequestRecord, Run, RunFolderWriteError, RunWriter
+from tokenprobe.records import (
+    DeploymentConfig,
+    RequestRecord,
+    Run,
+    RunConfig,
+    RunFolderWriteError,
+    RunWriter,
+)
 from tokenprobe.units import now_s, wall_s
 
 _T = TypeVar("_T")
@@ -110,11 +117,12 @@ async def run_bench_async(
     connections = config.concurrency or config.max_concurrency or 0
     async with StreamClient(target, now_s(), max_connections=connections) as client:
         template_tokens = await _template_tokens(client, await preflight(client))
+        identity = await server_identity(config.url, config.api_key())
         pool, verified = await _prompt_pool(config, client, dataset, salt)
         warm, pool = _split_warmup(config, pool)
         warmup_errors = await _warmup(config, client, warm)
-        run_config = {
-            **config.to_dict(),
+        run_config = _run_config(config, *identity)
+        run_config.update({
             "model_source": model_source,
             "prompt_salt": salt,
             "template_tokens": template_tokens,
@@ -124,9 +132,34 @@ async def run_bench_async(
             "warmup_errors": warmup_errors,
             "prompt_pool": len(pool),
             "keep_alive": client.keep_alive,
-        }
+        })  # fmt: skip
         client.secrets = (*client.secrets, *hide)
         return await _measure(config, client, pool, run_config, on_record, on_start)
+
+
+def _run_config(
+    config: BenchConfig, server_engine: str | None, server_version: str | None
+) -> dict[str, Any]:
+    """The run's config.json object (records.RunConfig): the typed fields every reader shares
+    (the deployment as far as bench knows it: the served model, `--gpu`, `--catalog-model`; the
+    SLOs, seed and server) beside bench's other settings (URL masked, never the key)."""
+    settings = config.to_dict()
+    owned = ("model", "gpu", "catalog_model", "seed", "slo_ttft_s", "slo_tpot_s")
+    deployment = DeploymentConfig(
+        model=config.model, gpu=config.gpu, catalog_model=config.catalog_model
+    )
+    return RunConfig(
+        source="measured",
+        deployment=deployment,
+        slo_ttft_s=config.slo_ttft_s,
+        slo_tpot_s=config.slo_tpot_s,
+        seed=config.seed,
+        server_url=settings["url"],
+        served_model=config.model,
+        server_engine=server_engine,
+        server_version=server_version,
+        extra={k: v for k, v in settings.items() if k not in owned},
+    ).to_dict()
 
 
 async def preflight(client: StreamClient) -> RequestRecord:

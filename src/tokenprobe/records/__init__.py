@@ -15,6 +15,8 @@ Run folder (written by `write_run` or, as the run goes, by `RunWriter`):
     telemetry_notes.json  the sampler's period, missed ticks, gaps and notes (NVML missing...)
     summary.json     `tokenprobe.metrics.summarize(run)` (plus anything the writer adds), at close
 
+`RunConfig` (records.runconfig) is config.json's "config" object, typed: what ran, declared once.
+
 `write_records` exports a run's records as CSV or Parquet (`tokenprobe export`; records.export).
 
 host.jsonl, server_metrics.jsonl and telemetry_notes.json exist only for runs that sampled them
@@ -58,6 +60,7 @@ from tokenprobe.records.folder import (
     update_run_folder,
     write_run,
 )
+from tokenprobe.records.runconfig import DeploymentConfig, RunConfig
 from tokenprobe.records.types import (
     RUN_KINDS,
     TOKEN_COUNT_SOURCES,
@@ -86,9 +89,11 @@ __all__ = [
     "TELEMETRY_FILE",
     "TIMELINE_FILE",
     "TOKEN_COUNT_SOURCES",
+    "DeploymentConfig",
     "HostSample",
     "RequestRecord",
     "Run",
+    "RunConfig",
     "RunFolderWriteError",
     "RunWriter",
     "ServerSample",

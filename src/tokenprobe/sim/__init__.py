@@ -7,6 +7,7 @@ static.py      static batching, for contrast
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
 api.py         simulate(): deployment + workload -> SimResult
+runconfig.py   a run config's deployment <-> cost.Deployment, its scheduler (records.RunConfig)
 scenarios.py   the named scenarios (seed 003 and friends)
 """
 
@@ -18,10 +19,18 @@ from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
 from tokenprobe.sim.result import SimResult
+from tokenprobe.sim.runconfig import (
+    DEFAULT_ENGINE,
+    deployment_config,
+    price_deployment,
+    scheduler_name,
+    scheduler_of,
+)
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "ENGINES",
     "SCENARIOS",
     "SCHEDULERS",
@@ -36,9 +45,13 @@ __all__ = [
     "StepPlan",
     "build_workload",
     "capacity_blocks",
+    "deployment_config",
     "engine_defaults",
     "get_scenario",
     "max_rate_per_s",
+    "price_deployment",
     "run_workload",
+    "scheduler_name",
+    "scheduler_of",
     "simulate",
 ]

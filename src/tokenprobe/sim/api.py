@@ -21,11 +21,13 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.errors import ConfigError
+from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.runconfig import deployment_config
 from tokenprobe.sim.schedulers import SCHEDULERS
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.stepcache import DecodeMemo
@@ -212,13 +214,17 @@ def simulate(
     progress: ProgressFn | None = None,
     deployment: Deployment | None = None,
     exact_steps: bool = False,
+    profile: str | None = None,
+    engine: str | None = None,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
     Give either `workload` or the flag form (input/output tokens + exactly one of rate_per_s,
     concurrency, offline). `deployment` overrides model/gpu/tp/dtypes (e.g. with a power limit).
     `result.to_dict()` equals `tokenprobe simulate --json`. Decode-only steps are priced through
-    `DecodeMemo` (sim/stepcache.py) unless `exact_steps`.
+    `DecodeMemo` (sim/stepcache.py) unless `exact_steps`. `profile` and `engine` name the cost
+    profile `deployment` was priced with and the engine preset `config` came from; the run's
+    config (`records.RunConfig`) keeps them beside everything that prices the deployment.
     """
     dep = deployment or make_deployment(
         model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype
@@ -233,17 +239,21 @@ def simulate(
             offline=offline,
             num_requests=num_requests,
         )
-    config = config or vllm_defaults(dep.gpu)
+    if config is None:
+        config, engine = vllm_defaults(dep.gpu), engine or "vllm"
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
-    meta = {
-        "model": dep.model.name,
-        "gpu": dep.gpu.name,
-        "tp": dep.tp,
-        "num_gpus": dep.num_gpus,
-        "weight_dtype": dep.weight_dtype.name,
-        "kv_dtype": dep.kv_dtype.name,
-        "kv_bytes_per_token": dep.kv_bytes_per_token,
-    }
+    deployment_cfg = deployment_config(
+        dep, profile=profile, engine=engine, scheduler=scheduler, config=config
+    )
+    run_config = RunConfig(
+        source="simulated",
+        deployment=deployment_cfg,
+        workload=workload_dict(workload),
+        slo_ttft_s=slo_ttft_s,
+        slo_tpot_s=slo_tpot_s,
+        seed=seed,
+        extra={"num_gpus": dep.num_gpus, "kv_bytes_per_token": dep.kv_bytes_per_token},
+    )
     return run_workload(
         workload,
         cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep)),
@@ -254,7 +264,7 @@ def simulate(
         seed=seed,
         trace_requests=trace_requests,
         progress=progress,
-        meta=meta,
+        meta=run_config.to_dict(),
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
         frontend_s=dep.efficiency.request_overhead_s,
