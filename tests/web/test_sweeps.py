@@ -52,7 +52,8 @@ def test_every_run_kind_lists_model_gpu_engine_and_load(sweep_server: Server) ->
     assert measured["server"].startswith("http://127.0.0.1:")
     assert sim["kind"] == "simulated"
     assert (sim["model"], sim["gpu"]) == ("llama-3.1-8b", "h100-sxm")
-    assert "scheduler" in sim["engine"] and sim["load"].startswith("10 req/s, 20 requests")
+    # the typed run config records the engine preset the simulation ran (vllm by default)
+    assert sim["engine"] == "vllm" and sim["load"].startswith("10 req/s, 20 requests")
     for row in rows.values():
         assert all(isinstance(row[k], str) and row[k] for k in ("model", "gpu", "engine", "load"))
 
