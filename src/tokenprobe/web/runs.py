@@ -38,13 +38,8 @@ from tokenprobe.files import read_json
 from tokenprobe.metrics import summarize
 from tokenprobe.records import (
     CONFIG_FILE,
-    HOST_FILE,
-    NOTES_FILE,
-    RECORDS_FILE,
-    SERVER_FILE,
+    RUN_FILES,
     SUMMARY_FILE,
-    TELEMETRY_FILE,
-    TIMELINE_FILE,
     read_run,
     read_summary,
 )
@@ -59,16 +54,6 @@ from tokenprobe.report import (
     sweep_sections,
 )
 
-RUN_FILES = (
-    CONFIG_FILE,
-    RECORDS_FILE,
-    TELEMETRY_FILE,
-    TIMELINE_FILE,
-    HOST_FILE,
-    SERVER_FILE,
-    NOTES_FILE,
-    SUMMARY_FILE,
-)
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 Fingerprint = tuple[tuple[str, int, int], ...]
