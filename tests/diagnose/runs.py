@@ -45,6 +45,15 @@ SIM_CASES: dict[str, dict[str, Any]] = {
         input_tokens=512, output_tokens=128, rate_per_s=4, burstiness=0.05, num_requests=400
     ),
     "poisson": dict(input_tokens=512, output_tokens=128, rate_per_s=4, num_requests=400),
+    # Poisson far above what one replica serves: arrivals end at ~82 s, the queue drains to ~334 s
+    "overloaded": dict(
+        model="llama-3.1-70b",
+        tp=2,
+        input_tokens=1024,
+        output_tokens=1024,
+        rate_per_s=2,
+        num_requests=150,
+    ),
     # 0.2 req/s of short requests: the GPU waits most of the time
     "sparse": dict(input_tokens=256, output_tokens=64, rate_per_s=0.2, num_requests=40),
     # 70B over 8 PCIe L40S: all-reduce over PCIe
