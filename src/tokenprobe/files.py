@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from tokenprobe.errors import ConfigError, SchemaError
+from tokenprobe.units import MiB
 
-MAX_FILE_BYTES = 512 * 2**20  # no input tokenprobe reads is near this; larger is a wrong file
+MAX_FILE_BYTES = 512 * MiB  # no input tokenprobe reads is near this; larger is a wrong file
 
 
 def _describe(exc: OSError) -> str:

@@ -63,12 +63,13 @@ import numpy as np
 
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import finite, parse_json, parse_toml, read_text
+from tokenprobe.units import MiB
 
 LENGTH_KINDS: tuple[str, ...] = ("fixed", "uniform", "normal", "lognormal", "empirical")
 ARRIVAL_KINDS: tuple[str, ...] = ("poisson", "gamma", "constant", "offline", "closed", "trace")
 MAX_REQUESTS = 10**7
 MAX_LENGTH_TOKENS = 2**24
-MAX_TRACE_BYTES = 128 * 2**20
+MAX_TRACE_BYTES = 128 * MiB
 RATE_RANGE_PER_S = (1e-9, 1e9)
 BURSTINESS_RANGE = (1e-6, 1e6)
 MAX_LOGNORMAL_SIGMA = 10.0

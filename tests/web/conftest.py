@@ -9,6 +9,7 @@ no Python traceback (an exception that reached uvicorn is a bug even when the an
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import subprocess
 import sys
@@ -41,6 +42,17 @@ class Server:
 
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def raw_get(self, target: str) -> tuple[int, str]:
+        """GET with the request target sent byte for byte (httpx would resolve dot segments)."""
+        host, port = self.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            conn.request("GET", target)
+            response = conn.getresponse()
+            return response.status, response.read().decode("utf-8", "replace")
+        finally:
+            conn.close()
 
 
 def _free_port() -> int:

@@ -3,7 +3,6 @@ the server stays up."""
 
 from __future__ import annotations
 
-import http.client
 from typing import Any
 
 import httpx
@@ -170,22 +169,10 @@ TRAVERSALS = [
 ]
 
 
-def _raw_get(server: Server, target: str) -> tuple[int, str]:
-    """GET with the request target sent byte for byte (httpx would resolve the dot segments)."""
-    host, port = server.url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("GET", target)
-        response = conn.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("name", TRAVERSALS)
 @pytest.mark.parametrize("prefix", ["/runs/", "/api/runs/"])
 def test_run_names_cannot_leave_the_runs_folder(server: Server, prefix: str, name: str) -> None:
-    status, text = _raw_get(server, prefix + name)
+    status, text = server.raw_get(prefix + name)
     assert 400 <= status < 500, (name, status, text[:200])
     assert "top secret" not in text
     assert server.alive()

@@ -6,7 +6,6 @@ a traceback in the server's log (conftest checks it after every test)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import shutil
@@ -243,21 +242,9 @@ RAW_TARGETS = [
 ]
 
 
-def _raw_get(server: Server, target: str) -> tuple[int, str]:
-    """GET with the request target sent byte for byte (httpx would resolve the dot segments)."""
-    host, port = server.url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("GET", target)
-        response = conn.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize("target", RAW_TARGETS)
 def test_encoded_traversal_is_a_4xx(bad_runs_server: Server, target: str) -> None:
-    status, text = _raw_get(bad_runs_server, target)
+    status, text = bad_runs_server.raw_get(target)
     assert status in (400, 404), (target, status, text[:300])
     assert "top secret" not in text
 

@@ -4,7 +4,6 @@ the sweep's own report opened, and no way out of the runs folder through a sweep
 
 from __future__ import annotations
 
-import http.client
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,17 +84,6 @@ def test_sweep_points_and_the_sweep_open(sweep_server: Server) -> None:
     assert "sweep_throughput_latency" in report.text and "Knee rule" in report.text
 
 
-def _raw_status(server: Server, target: str) -> tuple[int, str]:
-    host, port = server.url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("GET", target)
-        response = conn.getresponse()
-        return response.status, response.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize(
     "target",
     [
@@ -110,7 +98,7 @@ def _raw_status(server: Server, target: str) -> tuple[int, str]:
     ],
 )
 def test_no_way_out_through_a_sweep(sweep_server: Server, target: str) -> None:
-    status, text = _raw_status(sweep_server, target)
+    status, text = sweep_server.raw_get(target)
     assert 400 <= status < 500, (target, status, text[:200])
     assert "top secret" not in text and "outside-run" not in text
     listed = [p["name"] for p in _runs(sweep_server)["sweep"]["points"]]

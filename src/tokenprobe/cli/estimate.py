@@ -167,8 +167,8 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     )
     prose(Text(title, style="bold"))
     prose(
-        f"params: {d['params_total'] / 1e9:.2f} B total, "
-        f"{d['params_active'] / 1e9:.2f} B active per token",
+        f"params: {d['params_total'] / GIGA:.2f} B total, "
+        f"{d['params_active'] / GIGA:.2f} B active per token",
         markup=False,
     )
     _summary_table(d)

@@ -16,9 +16,10 @@ from yarl import URL
 
 from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.credentials import api_root, credentials, with_path
+from tokenprobe.units import MiB
 
 MODELS_TIMEOUT_S = 30.0
-MAX_MODELS_BYTES = 4 * 1024 * 1024  # a list of names; a larger answer is not one
+MAX_MODELS_BYTES = 4 * MiB  # a list of names; a larger answer is not one
 
 
 async def served_models(base_url: str, api_key: str | None) -> list[str]:

@@ -27,6 +27,7 @@ from tokenprobe.report import fmt
 from tokenprobe.report.describe import run_facts
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import PALETTE, Figure, axis, figure, layout, vline
+from tokenprobe.units import MILLI
 
 SLO_ATTAINMENT = 0.9
 KNEE_THROUGHPUT_GAIN = 0.10
@@ -180,7 +181,7 @@ def throughput_latency_figure(points: list[SweepPoint], knee: int | None) -> Fig
     for (key, name), color in zip(
         (("ttft_s", "TTFT p90"), ("e2e_s", "E2E p90")), (PALETTE[0], PALETTE[1]), strict=True
     ):
-        xs = [None if (v := _stat(p.summary, key, "p90")) is None else v * 1e3 for p in points]
+        xs = [None if (v := _stat(p.summary, key, "p90")) is None else v / MILLI for p in points]
         e2e = xs
         data.append(
             {
