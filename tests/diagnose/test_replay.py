@@ -70,6 +70,12 @@ def test_a_simulated_run_replayed_against_itself_agrees(tmp_path: Path, load: di
         assert rows[metric]["ratio"] == pytest.approx(1.0, rel=0.02), metric
     verdicts = {v.rule: v.status for v in diagnosis.verdicts}
     assert verdicts["replay-mismatch"] == "clear"
+    # request by request too: each request's own replay, matched by id
+    pairs = replayed["per_request"]
+    assert sorted(pairs["request_id"]) == sorted(r.request_id for r in run.records if r.ok)
+    for side in ("ttft_s", "e2e_s"):
+        measured, simulated = pairs[f"measured_{side}"], pairs[f"simulated_{side}"]
+        assert simulated == pytest.approx(measured, rel=0.02, abs=1e-3), side
 
 
 def test_the_replay_runs_the_engine_preset_asked_for(tmp_path: Path) -> None:

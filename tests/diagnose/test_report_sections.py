@@ -4,6 +4,7 @@ llama.cpp runs of tests/data/runs), see tests/diagnose/runs.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -59,6 +60,7 @@ def test_real_run_report_has_findings_telemetry_and_the_skipped_prediction(
     diagnosis = _section(sections, "Diagnosis")
     assert [row[1] for row in diagnosis.tables[0].rows] == ["cpu-bound"]
     assert any("prediction skipped" in note for note in diagnosis.notes)
+    assert any("replay skipped" in note for note in diagnosis.notes)
     fig = _section(sections, "Host and server telemetry").figures["host_server"]
     go.Figure(fig)
     names = {trace["name"] for trace in fig["data"]}
@@ -68,6 +70,29 @@ def test_real_run_report_has_findings_telemetry_and_the_skipped_prediction(
     assert max(running["y"]) == max(s.requests_running or 0 for s in run.server)
     html = write_report(tmp_path / "r.html", sections, "real").read_text()
     assert "cpu-bound" in html and "fig-host_server" in html
+
+
+def test_a_measured_run_report_shows_its_replay_request_by_request(tmp_path: Path) -> None:
+    """A simulated run's records, config and timeline presented as a measured run (what bench
+    writes with --gpu and --catalog-model): the report replays it through the simulator and
+    shows the table and one scatter point per request; replaying a simulated run reproduces
+    it, so every point lies on the diagonal."""
+    run = replace(sim_run("decode"), kind="measured")
+    ok = [r for r in run.records if r.ok]
+    sections = run_sections(run, summarize(run), "as measured")
+    replayed = _section(sections, "Measured vs replayed")
+    table = replayed.tables[0]
+    assert [row[0] for row in table.rows][:3] == ["TTFT p50 (ms)", "TTFT p90 (ms)", "TTFT p99 (ms)"]
+    fig = replayed.figures["replay_per_request"]
+    go.Figure(fig)
+    ttft, _, e2e, _ = fig["data"]
+    assert len(ttft["x"]) == len(e2e["x"]) == len(ok)
+    by_id = {r.request_id: r for r in ok}
+    for (rid, _prompt), x, y in zip(ttft["customdata"], ttft["x"], ttft["y"], strict=True):
+        assert x == pytest.approx(by_id[rid].ttft_s * 1e3)
+        assert y == pytest.approx(x, rel=0.02, abs=0.5)
+    html = write_report(tmp_path / "r.html", sections, "as measured").read_text()
+    assert "fig-replay_per_request" in html
 
 
 def test_bench_refuses_an_unknown_gpu_name_before_measuring() -> None:

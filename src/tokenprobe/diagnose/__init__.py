@@ -64,7 +64,7 @@ def diagnose(
 ) -> Diagnosis:
     """Every rule of `RULES` over `run`; with `predict`, measured vs predicted too: the cost
     model's estimate at the run's mean load (predict.py) and, with `replay_run` (a simulation
-    of the whole run: `diagnose --predict` asks for it, a report does not), the run replayed
+    of the whole run: `diagnose --predict` and a report ask for it), the run replayed
     through the simulator on engine preset `engine` (default: the run config's; replay.py)."""
     sig = signals_of(run)
     notes = list(sig.notes)

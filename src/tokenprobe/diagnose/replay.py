@@ -18,6 +18,11 @@ records' queue_s; the mean of requests waiting, from the server's /metrics or th
 timeline, time-weighted), mean KV-cache use (the server's /metrics; the simulator's blocks in
 use over capacity) and energy per output token (the energy join of the measurement, the
 simulator's accounting; all energy / output tokens). A figure the run does not have is None.
+
+Per request (`per_request`): the measured and the simulated TTFT and end-to-end time of the same
+request (matched by request id), for the report's scatter: points off the diagonal show which
+requests the model misses (the first ones of a burst, the long prompts, ...), which the
+percentiles alone hide.
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ from tokenprobe.workload import Arrival, RequestSpec, Workload
 
 REPLAY_FACTOR = 2.0  # measured / simulated outside [1/2, 2]: a finding
 MAX_TRACED = 20_000  # requests whose every token time the replay keeps (ITL)
+# requests whose measured and simulated TTFT / end-to-end times the replay returns side by side
+# (the report's scatter): every request up to this, evenly spaced ones beyond (a plotted
+# scatter of more points tells no more and makes the report heavy)
+MAX_PAIRED = 2_000
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "queue_s")
 PERCENTILES = ("p50", "p90", "p99")
 
@@ -198,6 +207,7 @@ def replay_comparison(
     rows = [_row(metric, measured[metric], simulated[metric]) for metric in simulated]
     return {
         "rows": rows,
+        "per_request": _paired(run.records, result.records),
         "deployment": f"{dep.model.name} on {dep.num_gpus}x {dep.gpu.name}"
         + (f" capped at {dep.power_limit_w:g} W" if dep.power_limit_w else ""),
         "engine": preset,
@@ -205,6 +215,28 @@ def replay_comparison(
         "profile": rc.deployment.profile,
         "requests": len(specs),
         "notes": notes,
+    }
+
+
+def _paired(measured: list[RequestRecord], simulated: list[RequestRecord]) -> dict[str, list[Any]]:
+    """Measured and simulated TTFT and end-to-end time per request that both sides served
+    (MAX_PAIRED of them at most, evenly spaced in arrival order), as columns."""
+    by_id = {r.request_id: r for r in simulated if r.ok}
+    pairs = [
+        (m, by_id[m.request_id])
+        for m in sorted(measured, key=lambda r: r.scheduled_s)
+        if m.ok and m.request_id in by_id
+    ]
+    if len(pairs) > MAX_PAIRED:
+        pick = np.linspace(0, len(pairs) - 1, MAX_PAIRED).round().astype(int)
+        pairs = [pairs[i] for i in pick]
+    return {
+        "request_id": [m.request_id for m, _ in pairs],
+        "input_tokens": [m.input_tokens for m, _ in pairs],
+        "measured_ttft_s": [m.ttft_s for m, _ in pairs],
+        "simulated_ttft_s": [s.ttft_s for _, s in pairs],
+        "measured_e2e_s": [m.e2e_s for m, _ in pairs],
+        "simulated_e2e_s": [s.e2e_s for _, s in pairs],
     }
 
 

@@ -11,6 +11,7 @@ from tokenprobe.records import Run
 from tokenprobe.report import fmt
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import PALETTE, Figure, axis, figure, layout
+from tokenprobe.report.replay_figs import replay_section
 
 MEASURED_COLOR, PREDICTED_COLOR = "#C44E52", "#4C72B0"
 PANELS: tuple[tuple[str, str, float], ...] = (
@@ -153,7 +154,8 @@ def telemetry_figure(run: Run) -> Figure | None:
 
 def diagnosis_sections(diagnosis: dict[str, Any], run: Run | None = None) -> list[Section]:
     """The "Diagnosis" section (findings, every rule, notes) and, when the diagnosis was made
-    with a prediction that could be made, "Measured vs predicted"."""
+    with a prediction that could be made, "Measured vs predicted" and, with a replay,
+    "Measured vs replayed" (report.replay_figs)."""
     notes = list(diagnosis.get("notes", []))
     if not diagnosis["findings"]:
         notes.insert(0, "No rule fired.")
@@ -184,6 +186,11 @@ def diagnosis_sections(diagnosis: dict[str, Any], run: Run | None = None) -> lis
         )
     elif comparison:
         sections[0].notes.extend(f"prediction skipped: {n}" for n in comparison.get("notes", []))
+    replayed = diagnosis.get("replay")
+    if replayed and replayed["rows"]:
+        sections.append(replay_section(replayed))
+    elif replayed:
+        sections[0].notes.extend(f"replay skipped: {n}" for n in replayed.get("notes", []))
     telemetry = telemetry_figure(run) if run is not None else None
     if telemetry is not None:
         sections.append(Section("Host and server telemetry", figures={"host_server": telemetry}))

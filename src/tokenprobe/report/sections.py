@@ -320,10 +320,12 @@ def run_sections(
 
 
 def _diagnose(run: Run) -> tuple[dict[str, Any] | None, str | None]:
-    """The run's diagnosis, with measured vs predicted for a measured or imported run (a
-    simulated run is itself a prediction), or None and why."""
+    """The run's diagnosis, with measured vs predicted and the run replayed through the
+    simulator for a measured or imported run (a simulated run is itself a prediction), or None
+    and why."""
+    predict = run.kind != "simulated"
     try:
-        return diagnose(run, predict=run.kind != "simulated").to_dict(), None
+        return diagnose(run, predict=predict, replay_run=predict).to_dict(), None
     except TokenprobeError as exc:
         return None, f"no diagnosis: {exc}"
 
