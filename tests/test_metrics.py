@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tokenprobe.errors import ConfigError
-from tokenprobe.metrics import SUMMARY_KEYS, latency_stats, summarize, timeline_energy_j
+from tokenprobe.metrics import (
+    SUMMARY_KEYS,
+    RateSearch,
+    latency_stats,
+    slo_attainment,
+    summarize,
+    timeline_energy_j,
+)
 from tokenprobe.records import RequestRecord, Run, TimelinePoint
 
 
@@ -96,3 +103,42 @@ def test_timeline_energy_piecewise_constant() -> None:
     ]
     assert timeline_energy_j(tl, end_s=3.0) == pytest.approx(100 * 2 + 400 * 1)
     assert timeline_energy_j([], end_s=3.0) == 0.0
+
+
+def _search(threshold: float, **kw: float) -> RateSearch:
+    search = RateSearch(**kw)  # type: ignore[arg-type]
+    while (rate := search.next_rate()) is not None:
+        search.record(rate, rate <= threshold)
+    return search
+
+
+def test_rate_search_brackets_then_bisects_to_the_knee() -> None:
+    """Knee at 5.3 req/s, start 1: up 1, 2, 4, 8 (fails); then geometric midpoints
+    sqrt(4*8) = 5.66 (fails), sqrt(4*5.66) = 4.76, sqrt(4.76*5.66) = 5.19 (pass); 5.66/5.19 =
+    1.09 < 1.1: done after 7 runs, best 5.19."""
+    search = _search(5.3, start_rate=1.0)
+    rates = [round(r, 2) for r, _ in search.tried]
+    assert rates == [1.0, 2.0, 4.0, 8.0, 5.66, 4.76, 5.19]
+    assert search.best == pytest.approx(5.19, abs=0.01)
+
+
+@pytest.mark.parametrize("threshold", [0.3, 1.0, 7.7, 40.0])
+def test_rate_search_ends_within_its_tolerance_below_the_knee(threshold: float) -> None:
+    search = _search(threshold, start_rate=1.0, max_points=12)
+    assert search.best is not None and threshold / 1.1 <= search.best <= threshold
+    assert len(search.tried) <= 12
+
+
+def test_rate_search_keeps_to_its_budget_and_says_when_nothing_passes() -> None:
+    assert len(_search(1e9, start_rate=1.0, max_points=3).tried) == 3  # 1, 2, 4: all pass
+    none = _search(-1.0, start_rate=1.0, min_rate=0.1, max_points=50)
+    assert none.best is None and [r for r, _ in none.tried] == [1.0, 0.5, 0.25, 0.125]
+    with pytest.raises(ConfigError, match="rate"):
+        RateSearch(0.0)
+
+
+def test_slo_attainment_counts_failed_requests_as_missed() -> None:
+    """8 of 10 sent within the SLOs (2 failed): goodput 0.8 req/s over 10 s -> 0.8 attained."""
+    summary = {"goodput_requests_per_s": 0.8, "duration_s": 10.0, "completed": 8, "failed": 2}
+    assert slo_attainment(summary) == pytest.approx(0.8)
+    assert slo_attainment({**summary, "goodput_requests_per_s": None}) is None

@@ -11,10 +11,20 @@ Definitions follow vLLM's `benchmarks/benchmark_serving.py` (`calculate_metrics`
   divided by the duration; None when no SLO is given.
 - Throughputs count successful requests only; failed ones are counted by `error_kind` and kept out
   of every latency statistic and token total.
+- SLO attainment (`slo_attainment`) = requests within the SLOs / all requests sent, failed ones
+  included; a load "meets the SLOs" at `SLO_ATTAINMENT` (90 %, the attainment DistServe (Zhong
+  et al., OSDI 2024) plans for). The knee of a sweep and `bench --sweep rate=auto` use it.
+
+`RateSearch` finds the highest request rate that passes a check with few measurements (each one
+is a benchmark run): from a start rate it doubles while the rate passes (or halves while it
+fails) until a passing and a failing rate bracket the knee, then bisects the bracket
+geometrically until its ends are within `rel_tol` of each other, spending at most `max_points`
+runs. The simulator's capacity search bisects the same way with its own upper bracket.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -25,6 +35,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.records import RequestRecord, Run, TimelinePoint
 
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
+SLO_ATTAINMENT = 0.9
 LATENCY_KEYS: tuple[str, ...] = ("ttft_s", "tpot_s", "itl_s", "e2e_s", "queue_s")
 SUMMARY_KEYS: tuple[str, ...] = (
     "completed",
@@ -150,3 +161,70 @@ def timeline_energy_j(timeline: Sequence[TimelinePoint], end_s: float) -> float:
     p = np.fromiter((p.power_w for p in timeline), dtype=np.float64, count=len(timeline))
     ends = np.append(t[1:], max(end_s, float(t[-1])))
     return float(np.sum(p * (ends - t)))
+
+
+def slo_attainment(summary: dict[str, Any]) -> float | None:
+    """Share of a run's requests (failed ones included) that met its SLOs, from its summary;
+    None when no SLO was given (no goodput) or nothing was sent."""
+    goodput, duration = summary.get("goodput_requests_per_s"), summary.get("duration_s")
+    sent = (summary.get("completed") or 0) + (summary.get("failed") or 0)
+    if goodput is None or duration is None or sent <= 0:
+        return None
+    return float(goodput) * float(duration) / sent
+
+
+class RateSearch:
+    """The highest passing rate, by bracketing then geometric bisection (module docstring).
+
+    Use: `while (rate := search.next_rate()) is not None: search.record(rate, passed(rate))`;
+    then `search.best` is the highest rate that passed (None if none did)."""
+
+    def __init__(
+        self,
+        start_rate: float = 1.0,
+        *,
+        max_points: int = 8,
+        rel_tol: float = 0.1,
+        factor: float = 2.0,
+        min_rate: float = 1e-3,
+        max_rate: float = 1e6,
+    ) -> None:
+        if not (start_rate > 0 and min_rate > 0 and max_rate >= start_rate >= min_rate):
+            raise ConfigError("rate", start_rate, f"a rate in [{min_rate:g}, {max_rate:g}] req/s")
+        if max_points < 1:
+            raise ConfigError("max_points", max_points, "at least 1")
+        if not (rel_tol > 0 and factor > 1):
+            raise ConfigError("rel_tol", rel_tol, "rel_tol > 0 and factor > 1")
+        self.start_rate, self.max_points, self.rel_tol = start_rate, max_points, rel_tol
+        self.factor, self.min_rate, self.max_rate = factor, min_rate, max_rate
+        self.tried: list[tuple[float, bool]] = []
+
+    @property
+    def best(self) -> float | None:
+        passed = [r for r, ok in self.tried if ok]
+        return max(passed) if passed else None
+
+    def _lowest_fail(self) -> float | None:
+        failed = [r for r, ok in self.tried if not ok]
+        return min(failed) if failed else None
+
+    def next_rate(self) -> float | None:
+        """The next rate to run, or None when the search is done."""
+        if len(self.tried) >= self.max_points:
+            return None
+        if not self.tried:
+            return self.start_rate
+        lo, hi = self.best, self._lowest_fail()
+        if lo is None:  # nothing passed yet: go down
+            assert hi is not None
+            rate = hi / self.factor
+            return rate if rate >= self.min_rate else None
+        if hi is None:  # nothing failed yet: go up
+            rate = lo * self.factor
+            return rate if rate <= self.max_rate else None
+        if hi <= lo * (1 + self.rel_tol):
+            return None
+        return math.sqrt(lo * hi)
+
+    def record(self, rate: float, passed: bool) -> None:
+        self.tried.append((rate, passed))

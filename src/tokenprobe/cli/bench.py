@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,7 +30,7 @@ from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
-from tokenprobe.records import RequestRecord, Run, prepare_run_folder, write_run
+from tokenprobe.records import RUN_MARKERS, RequestRecord, Run, prepare_run_folder, write_run
 
 if TYPE_CHECKING:
     from tokenprobe.bench import TelemetryConfig
@@ -43,6 +46,15 @@ PROGRESS_WINDOW = 10_000  # the live TTFT/ITL percentiles are over the last this
 DEFAULT_MAX_ERROR_RATE = 0.5
 
 
+AUTO_SWEEP = "rate=auto"
+DEFAULT_SWEEP_POINTS = 8
+MAX_SWEEP_POINTS = 64
+
+
+def is_auto_sweep(text: str | None) -> bool:
+    return text is not None and text.replace(" ", "").lower() == AUTO_SWEEP
+
+
 def parse_sweep(text: str) -> tuple[str, list[float]]:
     """`concurrency=1,2,4` or `rate=0.5,1,2` -> (BenchConfig field, values)."""
     key, sep, values = text.partition("=")
@@ -52,7 +64,7 @@ def parse_sweep(text: str) -> tuple[str, list[float]]:
     except ValueError:
         numbers = []
     if not sep or field is None or not numbers:
-        raise ConfigError("sweep", text, "concurrency=1,2,4 or rate=0.5,1,2")
+        raise ConfigError("sweep", text, "concurrency=1,2,4, rate=0.5,1,2 or rate=auto")
     return field, numbers
 
 
@@ -145,7 +157,13 @@ def bench_cmd(
     rate: Annotated[float | None, typer.Option(help="Open loop: requests per second")] = None,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of gaps; 1 = Poisson")] = 1.0,
     max_concurrency: Annotated[int | None, typer.Option(help="Cap in flight (rate)")] = None,
-    sweep: Annotated[str | None, typer.Option(help="concurrency=1,2,4 or rate=1,2")] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(help="concurrency=1,2,4, rate=1,2, or rate=auto (the knee under the SLOs)"),
+    ] = None,
+    sweep_points: Annotated[
+        int, typer.Option(help="rate=auto: at most this many runs")
+    ] = DEFAULT_SWEEP_POINTS,
     num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
     duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
@@ -214,6 +232,8 @@ def bench_cmd(
         _print(figures, json_out, _render_self_test)
         return
 
+    auto_sweep = is_auto_sweep(sweep)
+
     def make() -> list[BenchConfig]:
         if not out:
             raise ConfigError("out", out, "a run folder is required (--out RUN_DIR)")
@@ -250,6 +270,15 @@ def bench_cmd(
             api_key_value=api_key,
         )
         finite("max_error_rate", max_error_rate, lo=0.0, hi=1.0)
+        if auto_sweep:
+            if base.slo_ttft_s is None and base.slo_tpot_s is None:
+                raise ConfigError(
+                    "sweep", sweep, "rate=auto with --slo-ttft-s and/or --slo-tpot-s to judge by"
+                )
+            if not 1 <= sweep_points <= MAX_SWEEP_POINTS:
+                raise ConfigError("sweep_points", sweep_points, f"1 to {MAX_SWEEP_POINTS}")
+            _prepare_sweep_folder(Path(out), overwrite)
+            return [base]
         configs = [base] if sweep is None else sweep_configs(base, *parse_sweep(sweep))
         for config in configs:  # before anything is sent: no run is clobbered or lost
             prepare_run_folder(config.out or out, overwrite)
@@ -270,16 +299,12 @@ def bench_cmd(
         if telemetry
         else None
     )
-    summaries: list[dict[str, Any]] = []
-    too_many_errors: list[str] = []
-    for config in configs:
 
-        def one(c: BenchConfig = config) -> Run:
-            live = not json_out and err_console.is_terminal
-            return _run_one(c, show_progress=live, telemetry=sampling)
-
+    def measure(config: BenchConfig) -> dict[str, Any]:
+        """One run (a sweep point or the whole run): measured, written, shown."""
+        live = not json_out and err_console.is_terminal
         try:
-            run = guarded(one)
+            run = guarded(lambda: _run_one(config, show_progress=live, telemetry=sampling))
         except KeyboardInterrupt:
             raise _interrupted(config.out or out) from None
         summary = bench_summary(run)  # the SLOs are in the run's config
@@ -289,9 +314,18 @@ def bench_cmd(
             err_console.print(
                 f"warning: {config.out or out}: {warning}", highlight=False, markup=False
             )
-        summaries.append({"out": config.out, **summary} if sweep else summary)
         if not json_out:
             _render_summary(summary, config.out or out)
+        return summary
+
+    if auto_sweep:
+        _auto_sweep(configs[0], measure, json_out, max_error_rate, sweep_points)
+        return
+    summaries: list[dict[str, Any]] = []
+    too_many_errors: list[str] = []
+    for config in configs:
+        summary = measure(config)
+        summaries.append({"out": config.out, **summary} if sweep else summary)
         verdict = error_verdict(summary, max_error_rate)
         if verdict is not None:
             too_many_errors.append(f"{config.out or out}: {verdict}")
@@ -300,6 +334,88 @@ def bench_cmd(
     for line in too_many_errors:
         err_console.print(f"[bold red]error:[/] {line}", highlight=False)
     if too_many_errors:
+        raise typer.Exit(1)
+
+
+def _prepare_sweep_folder(root: Path, overwrite: bool) -> None:
+    """An auto sweep's folder, checked before anything is sent: it cannot know its points'
+    names in advance, so a folder holding any earlier run (itself or a point) is refused
+    without --overwrite, and with it every earlier point's run files are removed (a stale point
+    would join the new sweep's curves)."""
+    prepare_run_folder(root, overwrite)
+    points = [
+        p for p in root.iterdir() if p.is_dir() and any((p / m).exists() for m in RUN_MARKERS)
+    ]
+    if points and not overwrite:
+        raise ConfigError(
+            "out",
+            str(root),
+            f"already holds sweep points ({points[0].name}, ...); pass "
+            "--overwrite to replace them, or choose another folder",
+        )
+    for point in points:
+        prepare_run_folder(point, overwrite=True)
+
+
+def _auto_sweep(
+    base: BenchConfig,
+    measure: Callable[[BenchConfig], dict[str, Any]],
+    json_out: bool,
+    max_error_rate: float,
+    max_points: int,
+) -> None:
+    """`--sweep rate=auto`: the highest request rate whose run meets the SLOs (at least
+    metrics.SLO_ATTAINMENT of the requests within them and not too many errors), found by
+    metrics.RateSearch from --rate (default 1 req/s), one run folder per rate tried under --out
+    (the report of that folder draws the curves and marks the same knee). Exit 1 when no rate
+    met the SLOs."""
+    from tokenprobe.loadgen import sweep_configs
+    from tokenprobe.metrics import SLO_ATTAINMENT, RateSearch, slo_attainment
+
+    search = RateSearch(base.rate_per_s or 1.0, max_points=max_points)
+    points: list[dict[str, Any]] = []
+    while (rate := search.next_rate()) is not None:
+        (config,) = sweep_configs(base, "rate_per_s", [rate])
+        config = replace(config, sweep_point=len(points))  # fresh prompts at every point
+        # the sweep's folder was checked up front
+        guarded(partial(prepare_run_folder, config.out or base.out or ".", overwrite=True))
+        summary = measure(config)
+        share = slo_attainment(summary)
+        verdict = error_verdict(summary, max_error_rate)
+        passed = share is not None and share >= SLO_ATTAINMENT and verdict is None
+        search.record(rate, passed)
+        points.append(
+            {"out": config.out, "rate_per_s": rate, "slo_attainment": share, "meets_slos": passed}
+            | summary
+        )
+        if not json_out:
+            shown = "-" if share is None else f"{share:.0%}"
+            err_console.print(
+                f"rate {rate:.4g} req/s: {shown} of requests within the SLOs: "
+                + (
+                    "meets them" if passed else "misses them" + (f" ({verdict})" if verdict else "")
+                ),
+                highlight=False,
+                markup=False,
+            )
+    knee = search.best
+    if json_out:
+        print_json({"sweep": "rate=auto", "knee_rate_per_s": knee, "points": points})
+    elif knee is not None:
+        err_console.print(
+            f"knee: {knee:.4g} req/s, the highest rate tried with at least {SLO_ATTAINMENT:.0%} "
+            f"of requests within the SLOs ({len(points)} runs; `tokenprobe report {base.out}` "
+            "draws the curves)",
+            highlight=False,
+            markup=False,
+        )
+    if knee is None:
+        lowest = min(p["rate_per_s"] for p in points)
+        err_console.print(
+            f"[bold red]error:[/] no rate tried (down to {lowest:.4g} req/s) met the SLOs; "
+            "results are written",
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 

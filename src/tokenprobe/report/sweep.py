@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenprobe.metrics import summarize
+from tokenprobe.metrics import SLO_ATTAINMENT, slo_attainment, summarize
 from tokenprobe.records import CONFIG_FILE, read_run, read_summary
 from tokenprobe.report import fmt
 from tokenprobe.report.describe import run_facts
@@ -29,7 +29,6 @@ from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import PALETTE, Figure, axis, figure, layout, vline
 from tokenprobe.units import MILLI
 
-SLO_ATTAINMENT = 0.9
 KNEE_THROUGHPUT_GAIN = 0.10
 KNEE_LATENCY_GROWTH = 0.50
 LOAD_FIELDS: tuple[tuple[str, str], ...] = (
@@ -109,11 +108,14 @@ def attainment(point: SweepPoint) -> float | None:
     point has no SLOs or no goodput."""
     s = point.summary
     slos = [_number(s.get(k, point.config.get(k))) for k in ("slo_ttft_s", "slo_tpot_s")]
-    goodput, duration = _number(s.get("goodput_requests_per_s")), _number(s.get("duration_s"))
-    sent = (_number(s.get("completed")) or 0) + (_number(s.get("failed")) or 0)
-    if all(v is None for v in slos) or goodput is None or duration is None or sent <= 0:
+    if all(v is None for v in slos):
         return None
-    return goodput * duration / sent
+    return slo_attainment(
+        {
+            k: _number(s.get(k))
+            for k in ("goodput_requests_per_s", "duration_s", "completed", "failed")
+        }
+    )
 
 
 def _growth(before: float | None, after: float | None) -> float | None:
