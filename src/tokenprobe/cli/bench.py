@@ -28,7 +28,7 @@ from rich.table import Table
 
 from tokenprobe.cli.app import app, err_console, guarded, print_json
 from tokenprobe.cli.render import Col, print_table, prose
-from tokenprobe.errors import ConfigError
+from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.files import finite
 from tokenprobe.records import RUN_MARKERS, RequestRecord, Run, prepare_run_folder, write_run
 
@@ -209,6 +209,10 @@ def bench_cmd(
         str | None, typer.Option(help="Server's Prometheus URL (default: /metrics beside --url)")
     ] = None,
     server_pid: Annotated[int | None, typer.Option(help="Sample this server process's CPU")] = None,
+    telemetry_file: Annotated[
+        Path | None,
+        typer.Option(help="nvidia-smi CSV log recorded beside the run: joined to it at the end"),
+    ] = None,
     server_load_s: Annotated[
         float | None,
         typer.Option(help="With --telemetry: server launch-to-ready time (s), for diagnose"),
@@ -307,8 +311,10 @@ def bench_cmd(
             run = guarded(lambda: _run_one(config, show_progress=live, telemetry=sampling))
         except KeyboardInterrupt:
             raise _interrupted(config.out or out) from None
+        if telemetry_file is not None:
+            run = _join_log(run, telemetry_file, config.out or out)
         summary = bench_summary(run)  # the SLOs are in the run's config
-        if sampling is not None:
+        if sampling is not None or telemetry_file is not None:
             summary = {**summary, **_telemetry_part(run)}
         for warning in summary["warnings"]:
             err_console.print(
@@ -335,6 +341,24 @@ def bench_cmd(
         err_console.print(f"[bold red]error:[/] {line}", highlight=False)
     if too_many_errors:
         raise typer.Exit(1)
+
+
+def _join_log(run: Run, log: Path, out: str) -> Run:
+    """The run with the nvidia-smi log recorded beside it joined on its clock (import-telemetry
+    --into); the run is already written, so a log that cannot be joined is a warning."""
+    from tokenprobe.cli.import_telemetry import attach_telemetry
+
+    try:
+        joined, left_out = attach_telemetry(Path(out), log)
+    except TokenprobeError as exc:
+        err_console.print(f"warning: {out}: {exc}", highlight=False, markup=False)
+        return run
+    err_console.print(
+        f"{out}: {len(joined.telemetry)} GPU samples of {log} joined ({left_out} outside the run)",
+        highlight=False,
+        markup=False,
+    )
+    return joined
 
 
 def _prepare_sweep_folder(root: Path, overwrite: bool) -> None:

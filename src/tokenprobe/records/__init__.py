@@ -58,6 +58,7 @@ from tokenprobe.records.folder import (
     read_run,
     read_summary,
     redact,
+    replace_telemetry,
     update_run_folder,
     write_run,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "records_csv",
     "records_table",
     "redact",
+    "replace_telemetry",
     "update_run_folder",
     "write_records",
     "write_run",

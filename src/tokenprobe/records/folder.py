@@ -300,6 +300,21 @@ def update_run_folder(
     return root
 
 
+def replace_telemetry(directory: str | Path, samples: Sequence[TelemetrySample]) -> Path:
+    """Write telemetry.jsonl of an existing run folder anew, leaving its other files as they
+    are: written to a temporary file first and renamed over the old one, so a failed write
+    (disk full) keeps the old file whole."""
+    path = Path(directory) / TELEMETRY_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text("".join(_dumps(s.to_dict()) + "\n" for s in samples), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RunFolderWriteError(f"cannot write {path}: {_describe(exc)}") from None
+    return path
+
+
 # ---------------------------------------------------------------- reading
 #
 # Every file is read by tokenprobe.files: a folder, FIFO, dangling link, binary or non-UTF-8
