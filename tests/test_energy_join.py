@@ -188,6 +188,47 @@ def test_regression_recovers_known_prefill_and_decode_coefficients(noise_w):
     assert fit.r2 > (0.999 if noise_w == 0 else 0.9)
 
 
+def test_the_split_standard_errors_match_the_spread_of_repeated_runs():
+    """The same requests measured 24 times with fresh white noise on the power (independent
+    between 0.1 s intervals, so the ordinary least-squares formula holds): the reported
+    standard error of J per decode token is the spread of the 24 estimates, within the
+    sampling error of a 24-sample standard deviation (+-30 % at ~2 sigma)."""
+    rng = np.random.default_rng(5)
+    records = _random_requests(rng, 60, 200.0)
+    fine = np.arange(0.0, 200.0, 0.001)
+    prefill, decode = _true_rates(records, fine)
+    clean = 80.0 + 0.02 * prefill + 0.6 * decode
+    estimates, errors = [], []
+    for _ in range(24):
+        power = clean + 20.0 * rng.standard_normal(len(fine))
+        counter = np.concatenate([[0.0], np.cumsum(power[:-1] * 0.001)])
+        take = slice(0, None, 100)
+        run = Run("measured", records=records, telemetry=_samples(fine[take], energy=counter[take]))
+        fit = join_energy(run).fit
+        assert fit is not None and fit.j_per_decode_token_se is not None
+        estimates.append(fit.j_per_decode_token)
+        errors.append(fit.j_per_decode_token_se)
+    spread = float(np.std(estimates, ddof=1))
+    assert 0.7 < float(np.mean(errors)) / spread < 1.4, (np.mean(errors), spread)
+    assert abs(np.mean(estimates) - 0.6) < 3 * spread / np.sqrt(24)
+
+
+def test_a_coefficient_held_at_zero_has_no_standard_error():
+    """Power falls as decode rises (no physics does that): the decode energy is held at 0 and
+    its error is one-sided, so none is given; the free ones keep theirs."""
+    rng = np.random.default_rng(2)
+    records = _random_requests(rng, 60, 200.0)
+    fine = np.arange(0.0, 200.0, 0.001)
+    prefill, decode = _true_rates(records, fine)
+    power = 300.0 + 0.02 * prefill - 0.5 * decode + rng.standard_normal(len(fine))
+    counter = np.concatenate([[0.0], np.cumsum(power[:-1] * 0.001)])
+    take = slice(0, None, 100)
+    run = Run("measured", records=records, telemetry=_samples(fine[take], energy=counter[take]))
+    fit = join_energy(run).fit
+    assert fit is not None and "j_per_decode_token" in fit.at_zero
+    assert fit.j_per_decode_token_se is None and fit.static_w_se is not None
+
+
 def test_regression_is_none_without_variation():
     t = _grid(60.0, 0.1)
     run = Run("measured", telemetry=_samples(t, np.full_like(t, 100.0)))

@@ -27,6 +27,14 @@ Prefill vs decode: weighted least squares over intervals (weights = their length
 where r are the interval's mean prefill (input) and decode (output) token rates; e_prefill and
 e_decode are then J per token (W / (token/s)). Fitted per GPU and summed (tensor-parallel GPUs all
 work on every token). Needs `MIN_FIT_INTERVALS` intervals and a full-rank design, else None.
+The fit is non-negative (`nonnegative_lstsq`): a coefficient the data would push below zero is
+held at 0 and named in `at_zero`. Its uncertainty: the standard error of each free coefficient,
+sqrt(diag(s^2 (X'WX)^-1)) on the free columns with s^2 the weighted residual variance over
+n - k degrees of freedom (the ordinary least-squares formula, e.g. Seber & Lee, "Linear
+Regression Analysis", 2003, section 3.3), summed over GPUs in quadrature; None for a
+coefficient held at 0 (its error is one-sided). It is a lower bound: NVML's power reading is a
+moving average (~1 s on Ampere/Hopper), so neighbouring intervals are correlated and the
+effective number of independent intervals is smaller than n.
 
 Thermal drift: the first vs the last minutes of a long run (seed 003 §6.5), in `drift.py`.
 
@@ -71,6 +79,11 @@ class PrefillDecodeFit:
     # coefficients the non-negative fit held at 0 (an unconstrained fit would have made them
     # negative: a static power or an energy per token below zero is not physics)
     at_zero: tuple[str, ...] = ()
+    # standard errors (module docstring); None for a coefficient held at 0 or without a
+    # residual degree of freedom
+    static_w_se: float | None = None
+    j_per_prefill_token_se: float | None = None
+    j_per_decode_token_se: float | None = None
 
     @property
     def kwh_per_million_input_tokens(self) -> float:
@@ -149,6 +162,8 @@ def _fit_prefill_decode(
     intervals: list[Intervals], phases: Phases, input_tokens: int, output_tokens: int
 ) -> PrefillDecodeFit | None:
     coef = np.zeros(3)
+    variance = np.zeros(3)
+    known = np.ones(3, dtype=bool)  # a standard error exists for every GPU's coefficient
     ss_res = ss_tot = 0.0
     used = 0
     for iv in intervals:
@@ -164,6 +179,9 @@ def _fit_prefill_decode(
             return None
         beta = nonnegative_lstsq(design * w[:, None], power * w)
         residual = power - design @ beta
+        var = _coef_variance(design * w[:, None], residual * w, beta > 0)
+        known &= ~np.isnan(var)
+        variance += np.nan_to_num(var)
         mean = np.average(power, weights=dt)
         ss_res += float(np.sum(dt * residual**2))
         ss_tot += float(np.sum(dt * (power - mean) ** 2))
@@ -173,6 +191,7 @@ def _fit_prefill_decode(
         return None
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     names = ("static_w", "j_per_prefill_token", "j_per_decode_token")
+    se = [float(np.sqrt(v)) if ok else None for v, ok in zip(variance, known, strict=True)]
     return PrefillDecodeFit(
         static_w=float(coef[0]),
         j_per_prefill_token=float(coef[1]),
@@ -182,7 +201,25 @@ def _fit_prefill_decode(
         prefill_energy_j=float(coef[1]) * input_tokens,
         decode_energy_j=float(coef[2]) * output_tokens,
         at_zero=tuple(n for n, c in zip(names, coef, strict=True) if c == 0.0),
+        static_w_se=se[0],
+        j_per_prefill_token_se=se[1],
+        j_per_decode_token_se=se[2],
     )
+
+
+def _coef_variance(a: np.ndarray, residual: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Variance of each least-squares coefficient of `a x = b` (module docstring) given the
+    weighted residuals, over the `free` columns; NaN for the others, and for all when no degree
+    of freedom is left."""
+    out = np.full(a.shape[1], np.nan)
+    k = int(free.sum())
+    dof = a.shape[0] - k
+    if k == 0 or dof <= 0:
+        return out
+    s2 = float(residual @ residual) / dof
+    x = a[:, free]
+    out[free] = s2 * np.diag(np.linalg.pinv(x.T @ x))
+    return out
 
 
 def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:

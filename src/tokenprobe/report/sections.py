@@ -211,7 +211,32 @@ def _energy_rows(summary: dict[str, Any]) -> list[Row]:
     e = summary.get("energy")
     if not isinstance(e, dict):
         return []
-    return [(_label(k), fmt.num(v)) for k, v in e.items() if _is_num(v)]
+    return [(_label(k), fmt.num(v)) for k, v in e.items() if _is_num(v)] + _split_rows(e)
+
+
+# the energy join's prefill/decode split (energy_join.PrefillDecodeFit): key, label
+_SPLIT = (
+    ("j_per_prefill_token", "J per input token (GPU, prefill/decode split)"),
+    ("j_per_decode_token", "J per output token (GPU, prefill/decode split)"),
+    ("static_w", "static power in the split (GPU, W)"),
+)
+
+
+def _split_rows(energy: dict[str, Any]) -> list[Row]:
+    """The split's coefficients with their standard errors ("held at 0" where the
+    non-negative fit held one), and its R²."""
+    fit = energy.get("fit")
+    if not isinstance(fit, dict):
+        return []
+    rows: list[Row] = []
+    for key, label in _SPLIT:
+        if key in (fit.get("at_zero") or ()):
+            rows.append((label, "0 (held at 0: the data would make it negative)"))
+            continue
+        se = fit.get(f"{key}_se")
+        rows.append((label, fmt.num(fit.get(key)) + (f" ± {fmt.num(se)}" if _is_num(se) else "")))
+    rows.append(("R² of the split", fmt.num(fit.get("r2"))))
+    return rows
 
 
 def _config_rows(run: Run) -> list[Row]:
