@@ -11,6 +11,11 @@ Definitions follow vLLM's `benchmarks/benchmark_serving.py` (`calculate_metrics`
   divided by the duration; None when no SLO is given.
 - Throughputs count successful requests only; failed ones are counted by `error_kind` and kept out
   of every latency statistic and token total.
+- Prefix-cache hit rate (`prefix_cache_hit_rate`) = prompt tokens answered from the server's
+  prefix cache / prompt tokens, from the records where they say it (a server's usage block
+  `prompt_tokens_details.cached_tokens`, the simulator's own count), else from the server's
+  /metrics: the growth of vLLM's hit and query counters over the run, else the mean of a hit-rate
+  gauge (vLLM V0, SGLang). None when nothing says it.
 - SLO attainment (`slo_attainment`) = requests within the SLOs / all requests sent, failed ones
   included; a load "meets the SLOs" at `SLO_ATTAINMENT` (90 %, the attainment DistServe (Zhong
   et al., OSDI 2024) plans for). The knee of a sweep and `bench --sweep rate=auto` use it.
@@ -49,6 +54,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "output_tokens_per_s",
     "total_tokens_per_s",
     "goodput_requests_per_s",
+    "prefix_cache_hit_rate",
 )
 
 
@@ -147,7 +153,24 @@ def summarize(
         "output_tokens_per_s": _rate(output_tokens, duration),
         "total_tokens_per_s": _rate(input_tokens + output_tokens, duration),
         "goodput_requests_per_s": goodput,
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(run),
     }
+
+
+def prefix_cache_hit_rate(run: Run) -> float | None:
+    """Share of the run's prompt tokens answered from the prefix cache (module docstring)."""
+    told = [r for r in run.records if r.ok and "server_cached_tokens" in r.extra]
+    prompt = sum(r.input_tokens for r in told)
+    if told and prompt > 0:
+        cached = sum(min(float(r.extra["server_cached_tokens"]), r.input_tokens) for r in told)
+        return cached / prompt
+    queries = [s.prefix_cache_queries_total for s in run.server]
+    hits = [s.prefix_cache_hits_total for s in run.server]
+    pairs = [(q, h) for q, h in zip(queries, hits, strict=True) if q is not None and h is not None]
+    if len(pairs) >= 2 and pairs[-1][0] > pairs[0][0]:
+        return (pairs[-1][1] - pairs[0][1]) / (pairs[-1][0] - pairs[0][0])
+    gauge = [s.prefix_cache_hit_rate for s in run.server if s.prefix_cache_hit_rate is not None]
+    return float(np.mean(gauge)) if gauge else None
 
 
 def timeline_energy_j(timeline: Sequence[TimelinePoint], end_s: float) -> float:

@@ -24,6 +24,7 @@ from tokenprobe.diagnose.context import (
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
 from tokenprobe.diagnose.signals import Signals
+from tokenprobe.metrics import prefix_cache_hit_rate
 
 
 def kv_capacity_bound(ctx: Context) -> Verdict:
@@ -34,8 +35,10 @@ def kv_capacity_bound(ctx: Context) -> Verdict:
     peak = float(sig.kv_usage.value.max())
     waiting = sig.waiting.share(sig.waiting.value > 0, busy_only=True) if sig.waiting else None
     preempt = sig.preemptions or 0
+    hit = prefix_cache_hit_rate(ctx.run)
     evidence: Evidence = {
         "kv_usage_peak": rounded(peak),
+        "prefix_cache_hit_rate": rounded(hit),
         "kv_full_share_busy": rounded(full_share),
         "queue_nonempty_share_busy": rounded(waiting),
         "preemptions": sig.preemptions,
@@ -52,9 +55,31 @@ def kv_capacity_bound(ctx: Context) -> Verdict:
         evidence,
         "Make room for KV: fp8 KV cache, lower-precision weights, a higher gpu_memory_utilization, "
         "more GPUs per replica, a shorter max context; or admit fewer sequences (max_num_seqs) so "
-        "they stop evicting each other.",
+        "they stop evicting each other." + _prefix_reuse_text(ctx, hit),
     )
     return Verdict.fired(finding)
+
+
+REUSE_TARGET = 0.5  # a shared system prompt / few-shot block of half the prompt
+
+
+def _prefix_reuse_text(ctx: Context, hit: float | None) -> str:
+    """What prompt-prefix reuse would buy: a cached prefix block is held once for every
+    sequence that shares it, so a sequence's own KV is about I(1 - h) + O tokens (I, O its mean
+    prompt and output lengths, h the share of prompt tokens served from the cache), and the
+    sequences that fit grow by (I(1 - h) + O) / (I(1 - h') + O) at hit rate h'."""
+    ok = [r for r in ctx.run.records if r.ok]
+    if hit is None or hit >= REUSE_TARGET or not ok:
+        return ""
+    prompt = float(np.mean([r.input_tokens for r in ok]))
+    out = float(np.mean([r.output_tokens for r in ok]))
+    gain = (prompt * (1 - hit) + out) / (prompt * (1 - REUSE_TARGET) + out)
+    return (
+        f" Only {hit:.0%} of prompt tokens came from the prefix cache: prompts sharing a prefix "
+        f"of {REUSE_TARGET:.0%} of their length (one system prompt, few-shot block or document; "
+        "prefix-aware routing across replicas) would fit "
+        f"{gain:.2f}x the sequences in the same KV pool."
+    )
 
 
 def cpu_bound(ctx: Context) -> Verdict:

@@ -229,9 +229,11 @@ class HostSample:
 class ServerSample:
     """The inference server's own view at `t_s`, scraped from its Prometheus `/metrics`.
 
-    Requests running and waiting (counts), KV-cache use (0..1), preemptions so far (a counter);
-    None where the server does not export the figure. `source` names the server ("vllm",
-    "sglang", "llama.cpp"); `error` says why a scrape failed (then every figure is None).
+    Requests running and waiting (counts), KV-cache use (0..1), preemptions so far (a counter),
+    the prefix cache's prompt tokens queried and hit so far (counters, vLLM V1) or its hit rate
+    (a 0..1 gauge: vLLM V0, SGLang); None where the server does not export the figure.
+    `source` names the server ("vllm", "sglang", "llama.cpp"); `error` says why a scrape failed
+    (then every figure is None).
     """
 
     t_s: float
@@ -239,6 +241,9 @@ class ServerSample:
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    prefix_cache_hit_rate: float | None = None
     source: str | None = None
     error: str | None = None
 

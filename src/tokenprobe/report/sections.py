@@ -204,6 +204,10 @@ def _key_figures(summary: dict[str, Any], config: dict[str, Any]) -> list[Row]:
     for label, key in (("preemptions", "preemptions"), ("rejected", "rejected")):
         if _is_num(summary.get(key)) and summary.get(key):
             rows.append((label, fmt.num(summary.get(key))))
+    if _is_num(summary.get("prefix_cache_hit_rate")):
+        rows.append(
+            ("prompt tokens from the prefix cache", fmt.pct(summary["prefix_cache_hit_rate"]))
+        )
     return rows
 
 

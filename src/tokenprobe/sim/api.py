@@ -180,7 +180,7 @@ def run_workload(
         engine=result,
         pool=pool,
         preemptions=sched.preemptions,
-        records=build_records(result, trace_requests),
+        records=build_records(result, trace_requests, pool.prefix_caching),
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
     )

@@ -184,6 +184,8 @@ class ContinuousScheduler:
                 pool.reclaim(seq.idx, hits)
             pool.allocate(need)
             seq.own_blocks, seq.shared_blocks, seq.computed = need + hits, shared, cached_tokens
+            if seq.cached_tokens < 0:
+                seq.cached_tokens = cached_tokens
             if seq.first_sched_s is None:
                 seq.first_sched_s = now_s
             self.running[seq.idx] = seq

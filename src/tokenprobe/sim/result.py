@@ -31,7 +31,7 @@ from tokenprobe.units import JOULES_PER_KWH, MEGA
 REJECTED = "rejected_too_long"
 
 
-def _record(seq: Seq, result: EngineResult, traced: bool) -> RequestRecord:
+def _record(seq: Seq, result: EngineResult, traced: bool, prefix_caching: bool) -> RequestRecord:
     spec = seq.spec
     if seq.reject_reason is not None:
         return RequestRecord(
@@ -60,15 +60,30 @@ def _record(seq: Seq, result: EngineResult, traced: bool) -> RequestRecord:
         token_times_s=result.ledger.token_times_s(seq.segments) if traced else [],
         queue_s=queue,
         token_count_source="sim",
-        extra={"energy_j": seq.energy_j, "preemptions": float(seq.preemptions)},
+        extra=_extra(seq, prefix_caching),
     )
 
 
-def build_records(result: EngineResult, trace_requests: int) -> list[RequestRecord]:
+def _extra(seq: Seq, prefix_caching: bool) -> dict[str, float | str]:
+    extra: dict[str, float | str] = {
+        "energy_j": seq.energy_j,
+        "preemptions": float(seq.preemptions),
+    }
+    if prefix_caching:  # the key a measured record has from the server's usage block
+        extra["server_cached_tokens"] = float(max(seq.cached_tokens, 0))
+    return extra
+
+
+def build_records(
+    result: EngineResult, trace_requests: int, prefix_caching: bool = False
+) -> list[RequestRecord]:
+    """One record per request; with `prefix_caching`, each says the prompt tokens its first
+    admission found cached (`server_cached_tokens`, as a server's usage block does)."""
     n = len(result.seqs)
     stride = max(1, -(-n // trace_requests)) if trace_requests > 0 else 0
     return [
-        _record(seq, result, stride > 0 and i % stride == 0) for i, seq in enumerate(result.seqs)
+        _record(seq, result, stride > 0 and i % stride == 0, prefix_caching)
+        for i, seq in enumerate(result.seqs)
     ]
 
 

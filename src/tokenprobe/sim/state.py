@@ -24,10 +24,13 @@ class Seq:
     dec_start: index of the first decode step of the current decode phase (-1: not decoding).
     own_blocks: KV blocks owned while prefilling (during decode derived from the step index).
     shared_blocks: pinned prefix blocks it uses but does not own.
+    cached_tokens: prompt tokens its first admission found in the prefix cache (what a server
+        reports as the request's cached prompt tokens); -1 until admitted.
     """
 
     __slots__ = (
         "arrival_s",
+        "cached_tokens",
         "computed",
         "dec_start",
         "energy_j",
@@ -58,6 +61,7 @@ class Seq:
         self.seg_start = -1
         self.own_blocks = 0
         self.shared_blocks = 0
+        self.cached_tokens = -1
         self.version = 0
         self.preemptions = 0
         self.energy_j = 0.0

@@ -42,7 +42,7 @@ whole GPU's.
 
 `server_sample(text, t_s)` reads an inference server's own view of queueing and capacity (vLLM,
 SGLang, llama.cpp `/metrics`): running and waiting requests, KV-cache usage (0..1), preemptions,
-as a `records.ServerSample` (the run folder's server_metrics.jsonl).
+the prefix cache's queries and hits, as a `records.ServerSample` (server_metrics.jsonl).
 """
 
 from __future__ import annotations
@@ -215,6 +215,12 @@ SERVER_METRICS: dict[str, tuple[str, str]] = {
     "vllm:gpu_cache_usage_perc": ("kv_cache_usage", "vllm"),  # a 0..1 ratio despite the name
     "vllm:kv_cache_usage_perc": ("kv_cache_usage", "vllm"),
     "vllm:num_preemptions_total": ("preemptions_total", "vllm"),
+    # prefix cache, in prompt tokens (vLLM V1 `vllm/v1/metrics/loggers.py`: counters
+    # prefix_cache_queries / prefix_cache_hits, exposed with prometheus_client's _total)
+    "vllm:prefix_cache_queries_total": ("prefix_cache_queries_total", "vllm"),
+    "vllm:prefix_cache_hits_total": ("prefix_cache_hits_total", "vllm"),
+    "vllm:gpu_prefix_cache_hit_rate": ("prefix_cache_hit_rate", "vllm"),  # V0's block hit rate
+    "sglang:cache_hit_rate": ("prefix_cache_hit_rate", "sglang"),  # radix cache, a gauge
     "sglang:num_running_reqs": ("requests_running", "sglang"),
     "sglang:num_queue_reqs": ("requests_waiting", "sglang"),
     "sglang:token_usage": ("kv_cache_usage", "sglang"),
@@ -233,7 +239,7 @@ def server_sample(text: str, t_s: float) -> ServerSample:
         if target is None or not _reading(metric.value, target[0]):
             continue
         name, source = target
-        if name == "kv_cache_usage":  # a ratio: the fullest engine, not a sum
+        if name in ("kv_cache_usage", "prefix_cache_hit_rate"):  # ratios: the largest, no sum
             values[name] = max(values.get(name, 0.0), metric.value)
         else:
             values[name] = values.get(name, 0.0) + metric.value
