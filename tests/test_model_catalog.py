@@ -483,9 +483,12 @@ def test_an_hf_id_of_a_known_family_not_in_the_catalog_is_refused_with_close_ids
 def tmp_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A catalog folder of the test's own (the index is cached; cleared on both sides)."""
     monkeypatch.setattr(catalog_module, "CATALOG_DIR", tmp_path)
-    catalog_module._catalog_index.cache_clear()
+    caches = (catalog_module._catalog_index, catalog_module._repository_index)
+    for cache in caches:
+        cache.cache_clear()
     yield tmp_path
-    catalog_module._catalog_index.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 def test_a_repository_name_resolves_only_when_one_entry_has_it(tmp_catalog: Path) -> None:
@@ -497,6 +500,20 @@ def test_a_repository_name_resolves_only_when_one_entry_has_it(tmp_catalog: Path
     assert get_model("ORG-B/shared-8b").name == "b"
     with pytest.raises(UnknownModelError):
         get_model("Shared-8B")  # two entries' repositories: neither is guessed
+
+
+def test_a_local_folder_named_like_a_repository_is_read_not_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Qwen3-14B-FP8` names a catalog repository, but a folder of that name here is the user's
+    own checkpoint (perhaps pruned): its config.json is read."""
+    folder = tmp_path / "Qwen3-14B-FP8"
+    folder.mkdir()
+    config = _entry_config("qwen3-14b")
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 20}))
+    monkeypatch.chdir(tmp_path)
+    assert get_model("Qwen3-14B-FP8").num_layers == 20
+    assert get_model("Qwen/Qwen3-14B-FP8").num_layers == 40  # an HF id is still the catalog's
 
 
 # ---- the public data's model ids resolve (issue 18) ---------------------------------------

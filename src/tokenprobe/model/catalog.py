@@ -86,22 +86,30 @@ def _ids(meta: dict[str, Any]) -> list[str]:
 
 @functools.cache
 def _catalog_index() -> dict[str, Path]:
-    """Catalog name, HF ids and aliases (lower case) -> file, then the repository names of the
-    HF ids ("qwen3-14b-fp8" for "Qwen/Qwen3-14B-FP8") that name one entry only."""
+    """Catalog name, HF ids and aliases (lower case) -> file."""
     index: dict[str, Path] = {}
     for file in sorted(CATALOG_DIR.glob("*.json")):
         meta = _meta(file, _read_config(file))
         for key in [file.stem, meta.get("name", ""), *_ids(meta)]:
             if key:
                 index[key.lower()] = file
+    return index
+
+
+@functools.cache
+def _repository_index() -> dict[str, Path]:
+    """The repository names of the HF ids ("qwen3-14b-fp8" for "Qwen/Qwen3-14B-FP8") that name
+    one entry only and are not a catalog key themselves."""
+    index = _catalog_index()
     repos: dict[str, set[Path]] = {}
     for key, file in index.items():
         if "/" in key:
             repos.setdefault(key.split("/", 1)[1], set()).add(file)
-    for repo, files in repos.items():
-        if len(files) == 1 and repo not in index:
-            index[repo] = files.pop()
-    return index
+    return {
+        repo: next(iter(files))
+        for repo, files in repos.items()
+        if len(files) == 1 and repo not in index
+    }
 
 
 def catalog_names() -> list[str]:
@@ -132,5 +140,8 @@ def get_model(name_or_path: str | Path) -> ModelSpec:
     path = Path(name_or_path).expanduser()
     if names_a_file(path):  # False for a name too long for a path or with a NUL byte
         return load_config_file(path)
+    repositories = _repository_index()  # after paths: a local folder of that name is the user's
+    if key in repositories:
+        return _load_catalog_file(repositories[key])
     # close names among everything that resolves: an HF id's typo is closest to an HF id
     raise UnknownModelError(name_or_path, sorted(index))
