@@ -1,10 +1,17 @@
 """The built-in model catalog and config files on disk (requirement E1).
 
 Each catalog file is an HF config.json with a `_tokenprobe` block: {"name": ..., "hf_id": ...,
-"aliases": [...], "source": ...}. Every file is read through `tokenprobe.files.read_json`, so a
-binary, non-UTF-8, unreadable or NaN-holding file, a folder or a FIFO is one SchemaError naming
-it; a config that does not describe a model tokenprobe can price is one SchemaError naming the
-file, the field and the value.
+"aliases": [...], "same_shape": [...], "source": ...}. `same_shape` lists fine-tunes and
+re-releases published under other HF ids whose configs have the entry's shape, each with the
+shape fields transcribed from its own published config and their source (tests check that they
+equal the entry's); those ids resolve to the entry like aliases. An HF id of a known family that
+is in neither list is refused (its config may differ): pass its config.json instead. A name
+without an owner (`Qwen3-14B-FP8` for `Qwen/Qwen3-14B-FP8`) resolves when exactly one entry
+lists an HF id of that repository name.
+
+Every file is read through `tokenprobe.files.read_json`, so a binary, non-UTF-8, unreadable or
+NaN-holding file, a folder or a FIFO is one SchemaError naming it; a config that does not
+describe a model tokenprobe can price is one SchemaError naming the file, the field and the value.
 """
 
 from __future__ import annotations
@@ -57,20 +64,52 @@ def _meta(file: Path, cfg: dict[str, Any]) -> dict[str, Any]:
         raise SchemaError(str(file), "_tokenprobe must be an object with a list of aliases")
     if not all(isinstance(t, str) for t in [meta.get("name", ""), meta.get("hf_id", ""), *aliases]):
         raise SchemaError(str(file), "_tokenprobe name, hf_id and aliases must be strings")
+    records = meta.get("same_shape", [])
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict)
+        and isinstance(r.get("hf_id"), str)
+        and isinstance(r.get("source"), str)
+        and isinstance(r.get("shape"), dict)
+        for r in records
+    ):
+        raise SchemaError(
+            str(file), "_tokenprobe same_shape must be a list of {hf_id, source, shape} objects"
+        )
     return meta
+
+
+def _ids(meta: dict[str, Any]) -> list[str]:
+    """The HF ids and aliases an entry answers to (besides its name)."""
+    same = [r["hf_id"] for r in meta.get("same_shape", [])]
+    return [meta.get("hf_id", ""), *meta.get("aliases", []), *same]
 
 
 @functools.cache
 def _catalog_index() -> dict[str, Path]:
-    """Catalog name, HF id and aliases (lower case) -> file."""
+    """Catalog name, HF ids and aliases (lower case) -> file."""
     index: dict[str, Path] = {}
     for file in sorted(CATALOG_DIR.glob("*.json")):
         meta = _meta(file, _read_config(file))
-        keys = [file.stem, meta.get("name", ""), meta.get("hf_id", ""), *meta.get("aliases", [])]
-        for key in keys:
+        for key in [file.stem, meta.get("name", ""), *_ids(meta)]:
             if key:
                 index[key.lower()] = file
     return index
+
+
+@functools.cache
+def _repository_index() -> dict[str, Path]:
+    """The repository names of the HF ids ("qwen3-14b-fp8" for "Qwen/Qwen3-14B-FP8") that name
+    one entry only and are not a catalog key themselves."""
+    index = _catalog_index()
+    repos: dict[str, set[Path]] = {}
+    for key, file in index.items():
+        if "/" in key:
+            repos.setdefault(key.split("/", 1)[1], set()).add(file)
+    return {
+        repo: next(iter(files))
+        for repo, files in repos.items()
+        if len(files) == 1 and repo not in index
+    }
 
 
 def catalog_names() -> list[str]:
@@ -82,9 +121,8 @@ def _load_catalog_file(file: Path) -> ModelSpec:
     cfg = _read_config(file)
     meta = _meta(file, cfg)
     spec = _spec_from_file(file, cfg, file.stem)
-    return replace(
-        spec, hf_id=meta.get("hf_id", spec.hf_id), aliases=tuple(meta.get("aliases", ()))
-    )
+    aliases = [*meta.get("aliases", ()), *(r["hf_id"] for r in meta.get("same_shape", ()))]
+    return replace(spec, hf_id=meta.get("hf_id", spec.hf_id), aliases=tuple(aliases))
 
 
 def get_model(name_or_path: str | Path) -> ModelSpec:
@@ -102,4 +140,8 @@ def get_model(name_or_path: str | Path) -> ModelSpec:
     path = Path(name_or_path).expanduser()
     if names_a_file(path):  # False for a name too long for a path or with a NUL byte
         return load_config_file(path)
-    raise UnknownModelError(name_or_path, catalog_names())
+    repositories = _repository_index()  # after paths: a local folder of that name is the user's
+    if key in repositories:
+        return _load_catalog_file(repositories[key])
+    # close names among everything that resolves: an HF id's typo is closest to an HF id
+    raise UnknownModelError(name_or_path, sorted(index))
