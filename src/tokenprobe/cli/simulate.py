@@ -20,17 +20,21 @@ from tokenprobe.hardware import get_gpu
 from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
     ENGINES,
+    ROUTERS,
     SCENARIOS,
+    ClusterResult,
     ProgressFn,
     Scenario,
     ScenarioPart,
     SchedulerConfig,
     SimResult,
+    build_workload,
     engine_defaults,
     get_scenario,
     simulate,
+    simulate_fleet,
 )
-from tokenprobe.units import fmt_s
+from tokenprobe.units import MILLI, fmt_s
 from tokenprobe.workload import load_workload
 
 PROGRESS_MIN_REQUESTS = 2000
@@ -138,6 +142,12 @@ def simulate_cmd(
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
     slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
     profile: Annotated[str | None, typer.Option(help=PROFILE_HELP)] = None,
+    replicas: Annotated[
+        int, typer.Option(help="Data-parallel replicas of the deployment behind --router")
+    ] = 1,
+    router: Annotated[
+        str, typer.Option(help=f"How requests reach the replicas: {', '.join(ROUTERS)}")
+    ] = "round-robin",
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -158,7 +168,7 @@ def simulate_cmd(
         _emit_scenario(sc, results, json_out, out)
         return
 
-    def run(progress: ProgressFn | None) -> SimResult:
+    def run(progress: ProgressFn | None) -> SimResult | ClusterResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -169,21 +179,7 @@ def simulate_cmd(
                 "workload", str(workload), "a workload file replaces the length/arrival flags"
             )
         wl = load_workload(workload) if workload is not None else None
-        dep = None
-        if profile is not None:
-            p = load_profile(profile)
-            dep = make_deployment(
-                model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                efficiency=p.efficiency, power=p.power,
-            )  # fmt: skip
-        return simulate(
-            model,
-            gpu,
-            tp=tp,
-            weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype,
-            deployment=dep,
-            workload=wl,
+        wl = wl or build_workload(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             rate_per_s=rate,
@@ -191,15 +187,24 @@ def simulate_cmd(
             concurrency=concurrency,
             offline=offline,
             num_requests=num_requests,
-            seed=seed,
-            scheduler=scheduler,
+        )
+        p = load_profile(profile) if profile is not None else None
+        dep = make_deployment(
+            model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            efficiency=p.efficiency if p else None, power=p.power if p else None,
+        )  # fmt: skip
+        common: dict[str, Any] = dict(
             config=flags.config(engine_defaults(engine, get_gpu(gpu), tp)),
+            scheduler=scheduler,
+            seed=seed,
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
-            progress=progress,
             profile=profile,
             engine=engine,
         )
+        if replicas != 1 or router != "round-robin":
+            return simulate_fleet(dep, wl, replicas=replicas, router=router, **common)
+        return simulate(deployment=dep, workload=wl, progress=progress, **common)
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
     result = guarded(lambda: _with_progress(run, show_bar))
@@ -214,9 +219,9 @@ def simulate_cmd(
         prose(f"run folder written to {out}", markup=False)
 
 
-def _with_progress(run: Any, show: bool) -> SimResult:
+def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult:
     with progress("simulating", enabled=show) as report:
-        result: SimResult = run(report)
+        result: SimResult | ClusterResult = run(report)
     return result
 
 
@@ -350,7 +355,10 @@ def render_simulation(d: dict[str, Any]) -> None:
         ("output tokens/s", _num(d["output_tokens_per_s"], 1)),
         ("total tokens/s", _num(d["total_tokens_per_s"], 1)),
         ("goodput requests/s", _num(d["goodput_requests_per_s"], 2)),
-        ("KV blocks peak / capacity", f"{kv['peak_blocks_used']:,} / {kv['capacity_blocks']:,}"),
+        (
+            "KV blocks peak / capacity" + (" (per replica)" if kv.get("per") else ""),
+            f"{kv['peak_blocks_used']:,} / {kv['capacity_blocks']:,}",
+        ),
         ("preemptions / rejected", f"{d['preemptions']} / {d['rejected']}"),
         ("GPU busy", _num(100 * (d["busy_fraction"] or 0.0), 1) + " %"),
         ("energy total (idle)", f"{e['total_j']:,.0f} J ({e['idle_j']:,.0f} J)"),
@@ -362,3 +370,43 @@ def render_simulation(d: dict[str, Any]) -> None:
         ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
+    if d.get("per_replica"):
+        _render_replicas(d)
+
+
+REPLICA_COLUMNS = (
+    Col("replica", justify="right"),
+    Col("completed", justify="right"),
+    Col("req/s", justify="right"),
+    Col("TTFT p50 ms", justify="right"),
+    Col("TTFT p99 ms", justify="right"),
+    Col("TPOT p50 ms", justify="right"),
+    Col("GPU busy %", justify="right"),
+)
+
+
+def _ms(seconds: float | None, digits: int) -> str:
+    return _num(None if seconds is None else seconds / MILLI, digits)
+
+
+def _render_replicas(d: dict[str, Any]) -> None:
+    """The fleet's replicas, one row each, and how evenly the router spread the work."""
+    rows = [
+        [
+            str(r["replica"]),
+            str(r["completed"]),
+            _num(r["requests_per_s"], 2),
+            _ms(r["ttft_p50_s"], 1),
+            _ms(r["ttft_p99_s"], 1),
+            _ms(r["tpot_p50_s"], 2),
+            _num(100 * (r["busy_fraction"] or 0.0), 1),
+        ]
+        for r in d["per_replica"]
+    ]
+    print_table(f"{d['replicas']} replicas behind the {d['router']} router", REPLICA_COLUMNS, rows)
+    imb = d["imbalance"]
+    prose(
+        f"imbalance (max / mean across replicas): requests {_num(imb['requests_max_over_mean'], 3)}"
+        f", GPU busy time {_num(imb['busy_max_over_mean'], 3)}",
+        markup=False,
+    )

@@ -4,6 +4,7 @@ engine.py      heapq event loop: arrivals, step completions, idle power
 engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-LLM)
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
+cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
 api.py         simulate(): deployment + workload -> SimResult
@@ -13,9 +14,16 @@ scenarios.py   the named scenarios (seed 003 and friends)
 
 from __future__ import annotations
 
-from tokenprobe.sim.api import build_workload, capacity_blocks, run_workload, simulate
+from tokenprobe.sim.api import (
+    build_workload,
+    capacity_blocks,
+    run_workload,
+    simulate,
+    simulate_fleet,
+)
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import max_rate_per_s
+from tokenprobe.sim.cluster import ROUTERS, ClusterResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
 from tokenprobe.sim.result import SimResult
@@ -32,9 +40,11 @@ from tokenprobe.sim.schedulers import SCHEDULERS
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "ROUTERS",
     "SCENARIOS",
     "SCHEDULERS",
     "TRTLLM_SERVE",
+    "ClusterResult",
     "ProgressFn",
     "Scenario",
     "ScenarioPart",
@@ -54,4 +64,5 @@ __all__ = [
     "scheduler_name",
     "scheduler_of",
     "simulate",
+    "simulate_fleet",
 ]

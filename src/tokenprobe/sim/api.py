@@ -23,6 +23,7 @@ from tokenprobe.cost import (
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.cluster import ClusterResult, run_cluster
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.kv import BlockPool
@@ -225,7 +226,9 @@ def simulate(
     `DecodeMemo` (sim/stepcache.py) unless `exact_steps`. `profile` and `engine` name the cost
     profile `deployment` was priced with and the engine preset `config` came from; the run's
     config (`records.RunConfig`) keeps them beside everything that prices the deployment.
+    `simulate_fleet` runs data-parallel replicas of the same deployment behind a router.
     """
+    slos = (slo_ttft_s, slo_tpot_s)
     dep = deployment or make_deployment(
         model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype
     )
@@ -241,22 +244,12 @@ def simulate(
         )
     if config is None:
         config, engine = vllm_defaults(dep.gpu), engine or "vllm"
+    run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
+    step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
-    deployment_cfg = deployment_config(
-        dep, profile=profile, engine=engine, scheduler=scheduler, config=config
-    )
-    run_config = RunConfig(
-        source="simulated",
-        deployment=deployment_cfg,
-        workload=workload_dict(workload),
-        slo_ttft_s=slo_ttft_s,
-        slo_tpot_s=slo_tpot_s,
-        seed=seed,
-        extra={"num_gpus": dep.num_gpus, "kv_bytes_per_token": dep.kv_bytes_per_token},
-    )
     return run_workload(
         workload,
-        cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep)),
+        step_fn,
         pool,
         config,
         idle_w=idle_power_w(dep),
@@ -268,4 +261,69 @@ def simulate(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
         frontend_s=dep.efficiency.request_overhead_s,
+    )
+
+
+def _run_config(
+    dep: Deployment,
+    workload: Workload,
+    config: SchedulerConfig,
+    scheduler: str,
+    profile: str | None,
+    engine: str | None,
+    seed: int,
+    slos: tuple[float | None, float | None],
+) -> RunConfig:
+    deployment_cfg = deployment_config(
+        dep, profile=profile, engine=engine, scheduler=scheduler, config=config
+    )
+    return RunConfig(
+        source="simulated",
+        deployment=deployment_cfg,
+        workload=workload_dict(workload),
+        slo_ttft_s=slos[0],
+        slo_tpot_s=slos[1],
+        seed=seed,
+        extra={"num_gpus": dep.num_gpus, "kv_bytes_per_token": dep.kv_bytes_per_token},
+    )
+
+
+def simulate_fleet(
+    deployment: Deployment,
+    workload: Workload,
+    *,
+    replicas: int,
+    router: str = "round-robin",
+    config: SchedulerConfig | None = None,
+    scheduler: str = "continuous",
+    seed: int = 0,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    trace_requests: int = DEFAULT_TRACE_REQUESTS,
+    profile: str | None = None,
+    engine: str | None = None,
+) -> ClusterResult:
+    """`replicas` data-parallel copies of `deployment` behind `router` (sim/cluster.py), each
+    simulated as `simulate` simulates one; the fleet's `to_dict()` is `simulate --replicas
+    --json`."""
+    if config is None:
+        config, engine = vllm_defaults(deployment.gpu), engine or "vllm"
+    run_config = _run_config(
+        deployment, workload, config, scheduler, profile, engine, seed, (slo_ttft_s, slo_tpot_s)
+    )
+    return run_cluster(
+        workload,
+        DecodeMemo(cost_step_fn(deployment)),
+        deployment,
+        config,
+        capacity_blocks(deployment, config),
+        replicas=replicas,
+        router=router,
+        scheduler=scheduler,
+        seed=seed,
+        trace_requests=trace_requests,
+        meta=run_config.to_dict(),
+        slo_ttft_s=slo_ttft_s,
+        slo_tpot_s=slo_tpot_s,
+        frontend_s=deployment.efficiency.request_overhead_s,
     )

@@ -212,6 +212,47 @@ class Engine:
         if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
             self.progress(self.done, len(self.requests))
 
+    # ---------------------------------------------------------------- a cluster's replica
+    # (sim/cluster.py): an engine opened empty takes requests one by one as its router sends
+    # them, and is advanced to each arrival's instant before the router looks at it.
+
+    def open(self) -> None:
+        """Start empty, open loop, for requests `submit`ted later."""
+        self.requests = []
+        self.seqs = []
+        self.concurrency = None
+        self._next = 0
+        self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
+
+    def submit(self, spec: RequestSpec) -> None:
+        """A request arriving at `spec.arrival_s` (not before the engine's clock)."""
+        assert isinstance(self.requests, list)
+        self.requests.append(spec)
+        self.seqs.append(None)
+        self._next = len(self.requests)  # its arrival is pushed here, not by the previous one
+        self._push(max(spec.arrival_s, self.clock_s), _ARRIVAL, len(self.requests) - 1)
+
+    @property
+    def outstanding(self) -> int:
+        """Requests submitted and neither finished nor rejected (what a router counts)."""
+        return len(self.requests) - self.done
+
+    def next_event_s(self) -> float:
+        return self._heap[0][0] if self._heap else math.inf
+
+    def run_until(self, t_s: float) -> None:
+        """Apply every event before `t_s`; events at `t_s` wait for the arrivals of that
+        instant, so they are applied together, as in `run`."""
+        while self._heap and self._heap[0][0] < t_s:
+            self._pop_instant()
+            if not self.busy:
+                self._start_step()
+
+    def finish(self) -> EngineResult:
+        """Run to the end (every submitted request finished or rejected)."""
+        self.run_until(math.inf)
+        return self._result()
+
     def _result(self) -> EngineResult:
         seqs = [s for s in self.seqs if s is not None]
         stuck = [s.idx for s in seqs if s.finish_s is None and s.reject_reason is None]

@@ -87,7 +87,7 @@ def build_records(
     ]
 
 
-def _per_million_kwh(joules: float, tokens: int) -> float | None:
+def per_million_kwh(joules: float, tokens: int) -> float | None:
     return joules / tokens * MEGA / JOULES_PER_KWH if tokens else None
 
 
@@ -118,9 +118,9 @@ def energy_summary(result: EngineResult, input_tokens: int, output_tokens: int) 
         "joules_per_input_token": j_in / input_tokens if input_tokens else None,
         "joules_per_output_token": j_out / output_tokens if output_tokens else None,
         "joules_per_token_all_in": total_j / output_tokens if output_tokens else None,
-        "kwh_per_million_input_tokens": _per_million_kwh(j_in, input_tokens),
-        "kwh_per_million_output_tokens": _per_million_kwh(j_out, output_tokens),
-        "kwh_per_million_tokens_all_in": _per_million_kwh(total_j, output_tokens),
+        "kwh_per_million_input_tokens": per_million_kwh(j_in, input_tokens),
+        "kwh_per_million_output_tokens": per_million_kwh(j_out, output_tokens),
+        "kwh_per_million_tokens_all_in": per_million_kwh(total_j, output_tokens),
     }
 
 
