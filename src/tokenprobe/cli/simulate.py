@@ -16,6 +16,7 @@ from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
+from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
@@ -23,6 +24,7 @@ from tokenprobe.sim import (
     ROUTERS,
     SCENARIOS,
     ClusterResult,
+    DisaggResult,
     ProgressFn,
     Scenario,
     ScenarioPart,
@@ -34,7 +36,7 @@ from tokenprobe.sim import (
     simulate,
     simulate_fleet,
 )
-from tokenprobe.units import MILLI, fmt_s
+from tokenprobe.units import GIGA, MILLI, fmt_s
 from tokenprobe.workload import load_workload
 
 PROGRESS_MIN_REQUESTS = 2000
@@ -148,6 +150,16 @@ def simulate_cmd(
     router: Annotated[
         str, typer.Option(help=f"How requests reach the replicas: {', '.join(ROUTERS)}")
     ] = "round-robin",
+    disaggregate: Annotated[
+        str | None,
+        typer.Option(help="Prefill/decode workers, e.g. 1p3d (the KV moves between them)"),
+    ] = None,
+    kv_link_gb_per_s: Annotated[
+        float | None,
+        typer.Option(
+            help="With --disaggregate: KV transfer GB/s (default 50 per GPU: 400 Gb/s NICs)"
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -168,7 +180,7 @@ def simulate_cmd(
         _emit_scenario(sc, results, json_out, out)
         return
 
-    def run(progress: ProgressFn | None) -> SimResult | ClusterResult:
+    def run(progress: ProgressFn | None) -> SimResult | ClusterResult | DisaggResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -202,8 +214,14 @@ def simulate_cmd(
             profile=profile,
             engine=engine,
         )
-        if replicas != 1 or router != "round-robin":
-            return simulate_fleet(dep, wl, replicas=replicas, router=router, **common)
+        if replicas != 1 or router != "round-robin" or disaggregate is not None:
+            link = None
+            if kv_link_gb_per_s is not None:
+                link = finite("kv_link_gb_per_s", kv_link_gb_per_s, lo=1e-9, hi=1e6) * GIGA
+            return simulate_fleet(
+                dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
+                kv_link_bytes_per_s=link, **common,
+            )  # fmt: skip
         return simulate(deployment=dep, workload=wl, progress=progress, **common)
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
@@ -219,9 +237,9 @@ def simulate_cmd(
         prose(f"run folder written to {out}", markup=False)
 
 
-def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult:
+def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult:
     with progress("simulating", enabled=show) as report:
-        result: SimResult | ClusterResult = run(report)
+        result: SimResult | ClusterResult | DisaggResult = run(report)
     return result
 
 
@@ -356,7 +374,7 @@ def render_simulation(d: dict[str, Any]) -> None:
         ("total tokens/s", _num(d["total_tokens_per_s"], 1)),
         ("goodput requests/s", _num(d["goodput_requests_per_s"], 2)),
         (
-            "KV blocks peak / capacity" + (" (per replica)" if kv.get("per") else ""),
+            "KV blocks peak / capacity" + (f" (per {kv['per']})" if kv.get("per") else ""),
             f"{kv['peak_blocks_used']:,} / {kv['capacity_blocks']:,}",
         ),
         ("preemptions / rejected", f"{d['preemptions']} / {d['rejected']}"),
@@ -371,11 +389,16 @@ def render_simulation(d: dict[str, Any]) -> None:
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
     if d.get("per_replica"):
-        _render_replicas(d)
+        _render_workers(
+            d["per_replica"], f"{d['replicas']} replicas behind the {d['router']} router"
+        )
+        _render_imbalance("across replicas", d["imbalance"])
+    if d.get("disaggregate"):
+        _render_disaggregated(d)
 
 
 REPLICA_COLUMNS = (
-    Col("replica", justify="right"),
+    Col("#", justify="right"),
     Col("completed", justify="right"),
     Col("req/s", justify="right"),
     Col("TTFT p50 ms", justify="right"),
@@ -389,8 +412,8 @@ def _ms(seconds: float | None, digits: int) -> str:
     return _num(None if seconds is None else seconds / MILLI, digits)
 
 
-def _render_replicas(d: dict[str, Any]) -> None:
-    """The fleet's replicas, one row each, and how evenly the router spread the work."""
+def _render_workers(workers: list[dict[str, Any]], title: str) -> None:
+    """One row per replica or worker."""
     rows = [
         [
             str(r["replica"]),
@@ -401,12 +424,30 @@ def _render_replicas(d: dict[str, Any]) -> None:
             _ms(r["tpot_p50_s"], 2),
             _num(100 * (r["busy_fraction"] or 0.0), 1),
         ]
-        for r in d["per_replica"]
+        for r in workers
     ]
-    print_table(f"{d['replicas']} replicas behind the {d['router']} router", REPLICA_COLUMNS, rows)
-    imb = d["imbalance"]
+    print_table(title, REPLICA_COLUMNS, rows)
+
+
+def _render_imbalance(where: str, imb: dict[str, float | None]) -> None:
     prose(
-        f"imbalance (max / mean across replicas): requests {_num(imb['requests_max_over_mean'], 3)}"
-        f", GPU busy time {_num(imb['busy_max_over_mean'], 3)}",
+        f"imbalance (max / mean {where}): requests {_num(imb['requests_max_over_mean'], 3)}, "
+        f"GPU busy time {_num(imb['busy_max_over_mean'], 3)}",
+        markup=False,
+    )
+
+
+def _render_disaggregated(d: dict[str, Any]) -> None:
+    """Prefill and decode workers (a worker's TTFT is its own: the prefill's, or the decode
+    worker's from the KV's arrival) and the KV transfers."""
+    _render_workers(d["per_prefill_worker"], f"{d['disaggregate']}: prefill workers")
+    _render_imbalance("across prefill workers", d["imbalance"]["prefill"])
+    _render_workers(d["per_decode_worker"], f"{d['disaggregate']}: decode workers")
+    _render_imbalance("across decode workers", d["imbalance"]["decode"])
+    kv = d["kv_transfer"]
+    prose(
+        f"KV transfers: {kv['transfers']:,}, mean {_ms(kv['mean_s'], 2)} ms, p99 "
+        f"{_ms(kv['p99_s'], 2)} ms (waiting for the link {_ms(kv['link_wait_mean_s'], 2)} ms "
+        f"on average); recomputed on a decode worker: {kv['recomputed_on_decode']}",
         markup=False,
     )

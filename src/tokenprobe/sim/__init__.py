@@ -5,6 +5,7 @@ engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-L
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
+disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
 api.py         simulate(): deployment + workload -> SimResult
@@ -24,6 +25,7 @@ from tokenprobe.sim.api import (
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.cluster import ROUTERS, ClusterResult
+from tokenprobe.sim.disagg import DisaggResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
 from tokenprobe.sim.result import SimResult
@@ -45,6 +47,7 @@ __all__ = [
     "SCHEDULERS",
     "TRTLLM_SERVE",
     "ClusterResult",
+    "DisaggResult",
     "ProgressFn",
     "Scenario",
     "ScenarioPart",

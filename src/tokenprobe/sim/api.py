@@ -24,6 +24,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
+from tokenprobe.sim.disagg import DisaggResult, Split, run_disaggregated
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.kv import BlockPool
@@ -292,8 +293,10 @@ def simulate_fleet(
     deployment: Deployment,
     workload: Workload,
     *,
-    replicas: int,
+    replicas: int = 1,
     router: str = "round-robin",
+    disaggregate: str | None = None,
+    kv_link_bytes_per_s: float | None = None,
     config: SchedulerConfig | None = None,
     scheduler: str = "continuous",
     seed: int = 0,
@@ -302,28 +305,35 @@ def simulate_fleet(
     trace_requests: int = DEFAULT_TRACE_REQUESTS,
     profile: str | None = None,
     engine: str | None = None,
-) -> ClusterResult:
-    """`replicas` data-parallel copies of `deployment` behind `router` (sim/cluster.py), each
-    simulated as `simulate` simulates one; the fleet's `to_dict()` is `simulate --replicas
-    --json`."""
+) -> ClusterResult | DisaggResult:
+    """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
+    data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
+    prefill and decode workers with the KV sent between them (sim/disagg.py). `to_dict()` is
+    `simulate --replicas / --disaggregate --json`."""
     if config is None:
         config, engine = vllm_defaults(deployment.gpu), engine or "vllm"
     run_config = _run_config(
         deployment, workload, config, scheduler, profile, engine, seed, (slo_ttft_s, slo_tpot_s)
     )
-    return run_cluster(
-        workload,
-        DecodeMemo(cost_step_fn(deployment)),
-        deployment,
-        config,
-        capacity_blocks(deployment, config),
-        replicas=replicas,
-        router=router,
+    common: dict[str, Any] = dict(
         scheduler=scheduler,
         seed=seed,
         trace_requests=trace_requests,
         meta=run_config.to_dict(),
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
-        frontend_s=deployment.efficiency.request_overhead_s,
     )
+    step_fn = DecodeMemo(cost_step_fn(deployment))
+    blocks = capacity_blocks(deployment, config)
+    if disaggregate is not None:
+        if replicas != 1 or router != "round-robin":
+            raise ConfigError("replicas", replicas, "either --replicas or --disaggregate")
+        split = Split.parse(disaggregate)
+        return run_disaggregated(
+            workload, step_fn, deployment, config, blocks, split=split,
+            kv_link_bytes_per_s=kv_link_bytes_per_s, **common,
+        )  # fmt: skip
+    return run_cluster(
+        workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,
+        frontend_s=deployment.efficiency.request_overhead_s, **common,
+    )  # fmt: skip

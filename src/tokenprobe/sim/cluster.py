@@ -109,13 +109,7 @@ class ClusterResult:
         return sorted(merged, key=lambda r: r.scheduled_s)
 
     def run(self, with_timeline: bool = True) -> Run:
-        return Run(
-            kind="simulated",
-            config=self.config,
-            records=self.records,
-            timeline=fleet_timeline(self.replicas) if with_timeline else [],
-            duration_s=max(part.engine.end_s for part in self.replicas),
-        )
+        return fleet_run(self.config, self.records, self.replicas, with_timeline)
 
     def to_dict(self) -> dict[str, Any]:
         """The keys of a single replica's `SimResult.to_dict()`, over the fleet, plus the
@@ -126,7 +120,7 @@ class ClusterResult:
         busy = [p["busy_fraction"] or 0.0 for p in parts]
         return {
             **summary,
-            "energy": _fleet_energy(parts, summary, duration, self._tail_idle_j(duration)),
+            "energy": fleet_energy(parts, summary, duration, self._tail_idle_j(duration)),
             "kv": {
                 "peak_blocks_used": max(p["kv"]["peak_blocks_used"] for p in parts),
                 "capacity_blocks": parts[0]["kv"]["capacity_blocks"],
@@ -142,8 +136,8 @@ class ClusterResult:
             "config": self.config,
             "replicas": len(parts),
             "router": self.router,
-            "imbalance": _imbalance(parts),
-            "per_replica": [_replica_row(i, p) for i, p in enumerate(parts)],
+            "imbalance": imbalance(parts),
+            "per_replica": [replica_row(i, p) for i, p in enumerate(parts)],
         }
 
     def _tail_idle_j(self, end_s: float) -> float:
@@ -158,7 +152,7 @@ class ClusterResult:
 _SUMMED = ("total_j", "step_j", "idle_j", "prefill_j", "decode_j")
 
 
-def _fleet_energy(
+def fleet_energy(
     parts: list[dict[str, Any]], summary: dict[str, Any], duration_s: float, tail_idle_j: float
 ) -> dict[str, Any]:
     """Every replica's energy added up, with the idle tail of those that finished first;
@@ -183,7 +177,7 @@ def _fleet_energy(
     return energy
 
 
-def _replica_row(index: int, part: dict[str, Any]) -> dict[str, Any]:
+def replica_row(index: int, part: dict[str, Any]) -> dict[str, Any]:
     return {
         "replica": index,
         "completed": part["completed"],
@@ -202,7 +196,7 @@ def _max_over_mean(values: list[float]) -> float | None:
     return max(values) / mean if mean > 0 else None
 
 
-def _imbalance(parts: list[dict[str, Any]]) -> dict[str, float | None]:
+def imbalance(parts: list[dict[str, Any]]) -> dict[str, float | None]:
     """How unevenly the router spread the work: max over mean across replicas (1 = even)."""
     return {
         "requests_max_over_mean": _max_over_mean([float(p["completed"]) for p in parts]),
@@ -239,6 +233,50 @@ def _tagged(
         yield t_s, index, b, k, q, p, pre, dec
 
 
+def open_engines(
+    n: int,
+    step_fn: StepFn,
+    config: SchedulerConfig,
+    capacity_blocks: int,
+    scheduler: str,
+    idle_w: float,
+    frontend_s: float = 0.0,
+) -> list[tuple[Engine, BlockPool]]:
+    """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool)."""
+    out = []
+    for _ in range(n):
+        pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching)
+        ledger = Ledger()
+        sched = SCHEDULERS[scheduler](config, pool, ledger)
+        engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s)
+        engine.open()
+        out.append((engine, pool))
+    return out
+
+
+def advance(engines: list[Engine], t_s: float) -> None:
+    """Every engine with an event before `t_s` advanced to that instant."""
+    for engine in engines:
+        if engine.next_event_s() < t_s:
+            engine.run_until(t_s)
+
+
+def fleet_run(
+    config: dict[str, Any],
+    records: list[RequestRecord],
+    parts: list[SimResult],
+    with_timeline: bool = True,
+) -> Run:
+    """The fleet as one simulated run: its records, the summed timeline, the last end."""
+    return Run(
+        kind="simulated",
+        config=config,
+        records=records,
+        timeline=fleet_timeline(parts) if with_timeline else [],
+        duration_s=max(part.engine.end_s for part in parts),
+    )
+
+
 def run_cluster(
     workload: Workload,
     step_fn: StepFn,
@@ -269,20 +307,11 @@ def run_cluster(
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     choose = Router(router, replicas)
     idle_w = idle_power_w(dep)
-    engines, pools = [], []
-    for _ in range(replicas):
-        pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching)
-        ledger = Ledger()
-        sched = SCHEDULERS[scheduler](config, pool, ledger)
-        engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s)
-        engine.open()
-        engines.append(engine)
-        pools.append(pool)
+    opened = open_engines(replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s)
+    engines, pools = [e for e, _ in opened], [p for _, p in opened]
     for spec in workload.generate(np.random.default_rng(seed)):
         t = spec.arrival_s
-        for engine in engines:
-            if engine.next_event_s() < t:
-                engine.run_until(t)
+        advance(engines, t)
         target = choose.pick(spec, [e.outstanding for e in engines])
         engines[target].submit(spec)
     per_replica = max(1, -(-trace_requests // replicas))

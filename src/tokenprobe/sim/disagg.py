@@ -1,0 +1,325 @@
+"""Prefill/decode disaggregation (`simulate --disaggregate 1p3d`): P prefill workers and D decode
+workers, each a copy of the deployment, with each prompt's KV sent from its prefill worker to a
+decode worker (SGLang PD with Mooncake/NIXL, NVIDIA Dynamo, llm-d, vLLM's P/D connectors).
+
+How a request goes (as vLLM's disaggregated proxy and SGLang's PD router run it):
+1. It reaches the least-loaded prefill worker, which runs its prompt (chunked prefill with the
+   other prompts there, the worker's own KV pool) and samples one token (max_tokens = 1).
+2. Its prompt's KV, `kv_bytes_per_token x prompt` bytes, goes to the least-loaded decode worker
+   over that worker's ingress link, FIFO: it starts when the link is free and takes
+   `latency + bytes / bandwidth`. Bandwidth: one 400 Gb/s NIC per GPU (DGX H100 / B200 each
+   have 8 x ConnectX-7 400 Gb/s for 8 GPUs, NVIDIA DGX datasheets), the shards of a tp-wide
+   worker moving in parallel, so tp x 50 GB/s; `kv_link_bytes_per_s` sets another (NVLink when
+   both workers share a scale-up domain). Latency: the GPU link's small-message latency from the
+   catalog, a lower bound (the connectors' own bookkeeping is not modelled).
+3. On the decode worker the transferred KV is held like prefix-cache blocks the request finds on
+   admission: vLLM's KV-connector API reports remote KV as externally matched tokens
+   (`get_num_new_matched_tokens`) that the scheduler counts as computed, always leaving the last
+   prompt token to compute. So admission computes only the partial last block and the last
+   token, then decodes every output token. TTFT = prefill (and its queue) + transfer + the
+   decode worker's queue and first step.
+The KV in transit is not reserved in the decode pool: it is free-but-cached there until the
+request is admitted (vLLM's decode side allocates on admission; SGLang preallocates, so under
+KV pressure SGLang holds memory this model leaves free). A transfer whose blocks were handed to
+another request before admission is recomputed on the decode worker and counted.
+
+Two passes: the prefill side depends only on the arrivals, so it runs first; the decode side then
+takes the prefills' finish times in order, advancing every decode worker to each before picking
+one, so each worker's clock only moves forward. Energy per worker, and the fleet's, as for
+data-parallel replicas (cluster.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokenprobe.cost import Deployment, idle_power_w
+from tokenprobe.errors import ConfigError
+from tokenprobe.metrics import summarize
+from tokenprobe.records import RequestRecord, Run, write_run
+from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.cluster import (
+    advance,
+    fleet_energy,
+    fleet_run,
+    imbalance,
+    open_engines,
+    replica_row,
+)
+from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.units import GIGA
+from tokenprobe.workload import RequestSpec, Workload
+
+NIC_BYTES_PER_S_PER_GPU = 400 * GIGA / 8  # one ConnectX-7 400 Gb/s per GPU (DGX H100/B200)
+MAX_WORKERS = 1024
+_SPEC = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """How many prefill and decode workers (`1p3d`)."""
+
+    prefill: int
+    decode: int
+
+    @classmethod
+    def parse(cls, text: str) -> Split:
+        m = _SPEC.match(text)
+        if m is None:
+            raise ConfigError("disaggregate", text, "P prefill and D decode workers, e.g. 1p3d")
+        split = cls(int(m.group(1)), int(m.group(2)))
+        for name, n in (("prefill workers", split.prefill), ("decode workers", split.decode)):
+            if not 1 <= n <= MAX_WORKERS:
+                raise ConfigError("disaggregate", text, f"{name} in [1, {MAX_WORKERS}]")
+        return split
+
+
+@dataclass(slots=True)
+class DisaggResult:
+    """The prefill and decode workers' simulations and the requests as the client saw them."""
+
+    config: dict[str, Any]
+    prefill: list[SimResult]
+    decode: list[SimResult]
+    client_records: list[RequestRecord]
+    idle_w: float
+    recomputed: int
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self.client_records
+
+    @property
+    def workers(self) -> list[SimResult]:
+        return [*self.prefill, *self.decode]
+
+    def run(self, with_timeline: bool = True) -> Run:
+        return fleet_run(self.config, self.records, self.workers, with_timeline)
+
+    def _end_s(self) -> float:
+        return max(part.engine.end_s for part in self.workers)
+
+    def to_dict(self) -> dict[str, Any]:
+        summary = summarize(self.run(with_timeline=False), self.slo_ttft_s, self.slo_tpot_s)
+        prefill = [p.to_dict() for p in self.prefill]
+        decode = [p.to_dict() for p in self.decode]
+        end = self._end_s()
+        tail = sum(self.idle_w * max(0.0, end - p.engine.end_s) for p in self.workers)
+        transfer = _extra_values(self.records, "kv_transfer_s")
+        wait = _extra_values(self.records, "kv_link_wait_s")
+        return {
+            **summary,
+            "energy": fleet_energy([*prefill, *decode], summary, summary["duration_s"] or 0, tail),
+            "preemptions": sum(p["preemptions"] for p in [*prefill, *decode]),
+            "rejected": sum(p["rejected"] for p in [*prefill, *decode]),
+            "steps": sum(p["steps"] for p in [*prefill, *decode]),
+            "busy_fraction": float(
+                np.mean([p["busy_fraction"] or 0.0 for p in [*prefill, *decode]])
+            ),
+            "kv": {
+                **decode[0]["kv"],
+                "peak_blocks_used": max(p["kv"]["peak_blocks_used"] for p in [*prefill, *decode]),
+                "per": "worker",
+            },
+            "config": self.config,
+            "disaggregate": f"{len(prefill)}p{len(decode)}d",
+            "kv_transfer": {
+                "transfers": len(transfer),
+                "mean_s": float(np.mean(transfer)) if transfer else None,
+                "p99_s": float(np.percentile(transfer, 99)) if transfer else None,
+                "link_wait_mean_s": float(np.mean(wait)) if wait else None,
+                "recomputed_on_decode": self.recomputed,
+            },
+            "imbalance": {
+                "prefill": imbalance(prefill),
+                "decode": imbalance(decode),
+            },
+            "per_prefill_worker": [replica_row(i, p) for i, p in enumerate(prefill)],
+            "per_decode_worker": [replica_row(i, p) for i, p in enumerate(decode)],
+        }
+
+    def write(self, directory: str | Path) -> Path:
+        return write_run(self.run(), directory, summary=self.to_dict())
+
+
+def _extra_values(records: list[RequestRecord], key: str) -> list[float]:
+    return [float(r.extra[key]) for r in records if key in r.extra]
+
+
+def _least_loaded(engines: list[Engine]) -> int:
+    return min(range(len(engines)), key=lambda i: engines[i].outstanding)
+
+
+def run_disaggregated(
+    workload: Workload,
+    step_fn: StepFn,
+    dep: Deployment,
+    config: SchedulerConfig,
+    capacity_blocks: int,
+    *,
+    split: Split,
+    kv_link_bytes_per_s: float | None = None,
+    scheduler: str = "continuous",
+    seed: int = 0,
+    trace_requests: int = 2_000,
+    meta: dict[str, Any] | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+) -> DisaggResult:
+    """P prefill and D decode workers of `dep` (module docstring)."""
+    if workload.arrival.closed_loop:
+        raise ConfigError(
+            "arrival", workload.arrival.kind, "open-loop arrivals with disaggregation"
+        )
+    if scheduler not in SCHEDULERS:
+        raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
+    bandwidth = kv_link_bytes_per_s or NIC_BYTES_PER_S_PER_GPU * dep.num_gpus
+    if not bandwidth > 0:
+        raise ConfigError("kv_link_bytes_per_s", bandwidth, "a bandwidth > 0")
+    latency_s = dep.gpu.link.latency_s
+    idle_w = idle_power_w(dep)
+    # decode workers find the transferred KV as cached blocks: prefix caching on there
+    decode_config = replace(config, prefix_caching=True)
+    prefill_side = open_engines(split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w)
+    decode_side = open_engines(
+        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w
+    )
+    requests = workload.generate(np.random.default_rng(seed))
+    by_id = {spec.request_id: spec for spec in requests}
+    # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
+    p_engines = [e for e, _ in prefill_side]
+    for spec in requests:
+        advance(p_engines, spec.arrival_s)
+        p_engines[_least_loaded(p_engines)].submit(spec._replace(output_tokens=1))
+    per_worker = max(1, -(-trace_requests // (split.prefill + split.decode)))
+    prefill_parts = [
+        _part(i, engine, pool, per_worker, "prefill_worker", meta)
+        for i, (engine, pool) in enumerate(prefill_side)
+    ]
+    done = sorted(
+        (r for part in prefill_parts for r in part.records if r.ok),
+        key=lambda r: (r.first_token_s or 0.0, r.request_id),
+    )
+    # 2. transfers and decodes, in the order the prefills finished
+    d_engines = [e for e, _ in decode_side]
+    link_free = [0.0] * split.decode
+    transfers: dict[str, tuple[int, float, float]] = {}
+    bs = config.block_size
+    for k, prefilled in enumerate(done):
+        ready = float(prefilled.first_token_s or 0.0)
+        advance(d_engines, ready)
+        target = _least_loaded(d_engines)
+        spec = by_id[prefilled.request_id]
+        pool = decode_side[target][1]
+        group = -(k + 1)  # a group of its own, apart from the workload's prefix groups
+        blocks = pool.shareable_blocks(spec.input_tokens, spec.input_tokens)
+        if blocks and pool.can_allocate(blocks):  # cached there, free until admission
+            pool.allocate(blocks)
+            pool.publish_prefix(group, blocks)
+            pool.release_prefix(group)
+        start = max(ready, link_free[target])
+        arrive = start + latency_s + dep.kv_bytes_per_token * spec.input_tokens / bandwidth
+        link_free[target] = arrive
+        transfers[spec.request_id] = (target, start - ready, arrive - ready)
+        d_engines[target].submit(
+            spec._replace(arrival_s=arrive, prefix_tokens=spec.input_tokens, prefix_group=group)
+        )
+    decode_parts = [
+        _part(i, engine, pool, per_worker, "decode_worker", meta)
+        for i, (engine, pool) in enumerate(decode_side)
+    ]
+    client, recomputed = _client_records(prefill_parts, decode_parts, transfers, by_id, bs)
+    meta = dict(meta or {})
+    workers = split.prefill + split.decode
+    config_doc = {
+        **meta,
+        "disaggregate": f"{split.prefill}p{split.decode}d",
+        "kv_link_bytes_per_s": bandwidth,
+        "seed": seed,
+        "num_gpus": int(meta.get("num_gpus", dep.num_gpus)) * workers,
+        "kv_capacity_blocks": capacity_blocks * workers,
+        "idle_power_w": idle_w * workers,
+    }
+    return DisaggResult(
+        config_doc,
+        prefill_parts,
+        decode_parts,
+        client,
+        idle_w,
+        recomputed,
+        slo_ttft_s,
+        slo_tpot_s,
+    )
+
+
+def _part(
+    index: int,
+    engine: Engine,
+    pool: BlockPool,
+    trace_requests: int,
+    role: str,
+    meta: dict[str, Any] | None,
+) -> SimResult:
+    """One worker's simulation, its records tagged with the worker (`role`: its index)."""
+    result = engine.finish()
+    records = build_records(result, trace_requests, pool.prefix_caching)
+    for record in records:
+        record.extra[role] = float(index)
+    return SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records)
+
+
+def _client_records(
+    prefill: list[SimResult],
+    decode: list[SimResult],
+    transfers: dict[str, tuple[int, float, float]],
+    specs: dict[str, RequestSpec],
+    block_size: int,
+) -> tuple[list[RequestRecord], int]:
+    """Each request as the client saw it: sent at its arrival, first token and the rest from
+    its decode worker, the prefill worker's queue; where each part ran and how long its KV took
+    to move. A prefill that failed (rejected) is the client's failure."""
+    p = {r.request_id: r for part in prefill for r in part.records}
+    d = {r.request_id: r for part in decode for r in part.records}
+    out: list[RequestRecord] = []
+    recomputed = 0
+    for rid, spec in specs.items():
+        pre = p[rid]
+        dec = d.get(rid)
+        if dec is None:
+            out.append(pre)
+            continue
+        target, wait_s, transfer_s = transfers[rid]
+        cached = float(dec.extra.get("server_cached_tokens", 0.0))
+        if cached < (spec.input_tokens - 1) // block_size * block_size:
+            recomputed += 1
+        out.append(
+            replace(
+                dec,
+                scheduled_s=pre.scheduled_s,
+                sent_s=pre.sent_s,
+                queue_s=pre.queue_s,
+                extra={
+                    "energy_j": float(pre.extra.get("energy_j", 0.0))
+                    + float(dec.extra.get("energy_j", 0.0)),
+                    "prefill_worker": pre.extra["prefill_worker"],
+                    "decode_worker": float(target),
+                    "prefill_done_s": float(pre.first_token_s or 0.0),
+                    "kv_link_wait_s": wait_s,
+                    "kv_transfer_s": transfer_s,
+                    "preemptions": float(pre.extra.get("preemptions", 0.0))
+                    + float(dec.extra.get("preemptions", 0.0)),
+                },
+            )
+        )
+    out.sort(key=lambda r: r.scheduled_s)
+    return out, recomputed
