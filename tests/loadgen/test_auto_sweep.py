@@ -41,7 +41,7 @@ def test_auto_sweep_climbs_while_the_slos_hold_and_reports_the_knee(
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [p["rate_per_s"] for p in doc["points"]] == [2.0, 4.0, 8.0]
-    assert all(p["meets_slos"] and p["slo_attainment"] == 1.0 for p in doc["points"])
+    assert all(p["meets_slos"] and p["slo_attainment"] == 1.0 for p in doc["points"]), doc["points"]
     assert doc["knee_rate_per_s"] == 8.0
     salts = set()
     for rate in ("2", "4", "8"):
