@@ -7,6 +7,7 @@ one JSON line. Target: under 10 s on one core. `cpu_s` (this process's CPU time)
 to judge on a shared machine; `wall_s` is also printed.
 
     python benchmarks/sim_speed.py [--requests N] [--load 0.8] [--profile]
+        [--api-server-processes N]   (the serving front end as a resource: sim/frontend.py)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--load", type=float, default=0.8)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--api-server-processes", type=int, default=None)
     args = parser.parse_args()
     capacity = capacity_requests_per_s()
     rate = args.load * capacity
@@ -47,7 +49,9 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    result = simulate(MODEL, GPU, workload=chat, seed=0)
+    result = simulate(
+        MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes
+    )
     out = result.to_dict()
     wall_s = time.perf_counter() - t0
     cpu_s = time.process_time() - c0
@@ -61,6 +65,7 @@ def main() -> None:
                 "model": MODEL,
                 "gpu": GPU,
                 "requests": args.requests,
+                "api_server_processes": args.api_server_processes,
                 "capacity_requests_per_s": round(capacity, 3),
                 "offered_requests_per_s": round(rate, 3),
                 "achieved_requests_per_s": out["requests_per_s"],

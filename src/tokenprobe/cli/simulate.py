@@ -48,6 +48,7 @@ class ServerFlags:
     gpu_memory_utilization: float | None = None
     capacity_policy: str | None = None
     memory_rule: str | None = None
+    batch_window_s: float | None = None
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
         base = base or SchedulerConfig()
@@ -63,6 +64,7 @@ class ServerFlags:
             gpu_memory_utilization=_given(self.gpu_memory_utilization, base.gpu_memory_utilization),
             capacity_policy=self.capacity_policy or base.capacity_policy,
             memory_rule=self.memory_rule or base.memory_rule,
+            batch_window_s=_given(self.batch_window_s, base.batch_window_s),
         )
 
 
@@ -138,6 +140,28 @@ def simulate_cmd(
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
     slo_tpot_s: Annotated[float | None, typer.Option(help="TPOT SLO for goodput (s)")] = None,
     profile: Annotated[str | None, typer.Option(help=PROFILE_HELP)] = None,
+    api_server_processes: Annotated[
+        int | None,
+        typer.Option(
+            help="Model the API server as a resource: this many single-threaded processes "
+            "(vLLM --api-server-count, default 1) parse, tokenize and stream on the CPU "
+            "(default: a fixed front-end latency)"
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Host whose cores run the API server: catalog name or host TOML file "
+            "(implies --api-server-processes 1 unless given)"
+        ),
+    ] = None,
+    batch_window_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Hold admissions up to this long to gather a batch (seed 003 section 6.2); "
+            "the summary compares it with no window"
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -151,6 +175,7 @@ def simulate_cmd(
         gpu_memory_utilization,
         capacity_policy,
         memory_rule,
+        batch_window_s,
     )
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))
@@ -158,7 +183,7 @@ def simulate_cmd(
         _emit_scenario(sc, results, json_out, out)
         return
 
-    def run(progress: ProgressFn | None) -> SimResult:
+    def run(progress: ProgressFn | None, window: ServerFlags = flags) -> SimResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -193,17 +218,22 @@ def simulate_cmd(
             num_requests=num_requests,
             seed=seed,
             scheduler=scheduler,
-            config=flags.config(engine_defaults(engine, get_gpu(gpu), tp)),
+            config=window.config(engine_defaults(engine, get_gpu(gpu), tp)),
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
             progress=progress,
             profile=profile,
             engine=engine,
+            api_server_processes=api_server_processes,
+            host=host,
         )
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
     result = guarded(lambda: _with_progress(run, show_bar))
     data = result.to_dict()
+    if batch_window_s:  # its effect: the same run without the window
+        plain = guarded(lambda: run(None, replace(flags, batch_window_s=0.0))).to_dict()
+        data["batch_window"] = batch_window_effect(batch_window_s, plain, data)
     if out is not None:
         result.write(out)
     if json_out:
@@ -212,6 +242,25 @@ def simulate_cmd(
     render_simulation(data)
     if out is not None:
         prose(f"run folder written to {out}", markup=False)
+
+
+def batch_window_effect(
+    window_s: float, plain: dict[str, Any], held: dict[str, Any]
+) -> dict[str, Any]:
+    """TTFT, power and energy per output token without and with the batch window."""
+
+    def row(d: dict[str, Any]) -> dict[str, Any]:
+        e = d["energy"]
+        return {
+            "ttft_p50_s": d["ttft_s"]["p50"],
+            "ttft_p90_s": d["ttft_s"]["p90"],
+            "average_power_w": e["average_power_w"],
+            "joules_per_output_token": e["joules_per_output_token"],
+            "joules_per_token_all_in": e["joules_per_token_all_in"],
+            "steps": d["steps"],
+        }
+
+    return {"window_s": window_s, "without": row(plain), "with": row(held)}
 
 
 def _with_progress(run: Any, show: bool) -> SimResult:
@@ -362,3 +411,39 @@ def render_simulation(d: dict[str, Any]) -> None:
         ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
+    if "frontend" in d:
+        _frontend_table(d["frontend"])
+    if "batch_window" in d:
+        _window_table(d["batch_window"])
+
+
+def _frontend_table(f: dict[str, Any]) -> None:
+    rows = [
+        ("API-server processes", str(f["api_server_processes"])),
+        ("their utilization", _num(100 * (f["utilization"] or 0.0), 1) + " %"),
+        ("wait in front of them mean / p90", f"{fmt_s(f['wait_mean_s'] or 0)} / "
+         f"{fmt_s(f['wait_p90_s'] or 0)}"),
+        ("requests queued there (mean)", _num(f["queue_mean"], 1)),
+        ("token delivery lag (mean)", fmt_s(f["token_lag_mean_s"] or 0.0)),
+    ]  # fmt: skip
+    print_table("Serving front end (CPU)", PAIR_COLUMNS, rows)
+
+
+WINDOW_COLUMNS = (
+    Col("batch window", kind="name"),
+    *(Col(h, kind="num", justify="right") for h in ("TTFT p50", "TTFT p90", "avg W", "J/out tok")),
+)
+
+
+def _window_table(b: dict[str, Any]) -> None:
+    rows = [
+        [
+            label,
+            fmt_s(r["ttft_p50_s"] or 0.0),
+            fmt_s(r["ttft_p90_s"] or 0.0),
+            _num(r["average_power_w"], 0),
+            _num(r["joules_per_output_token"], 4),
+        ]
+        for label, r in (("none", b["without"]), (fmt_s(b["window_s"]), b["with"]))
+    ]
+    print_table("Effect of the batch window (same arrivals)", WINDOW_COLUMNS, rows)

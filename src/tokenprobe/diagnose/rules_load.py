@@ -24,6 +24,9 @@ from tokenprobe.diagnose.context import (
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
 from tokenprobe.diagnose.signals import Signals
+from tokenprobe.records import Run
+
+FRONTEND_WAIT_MIN_S = 0.01  # a mean wait in front of the API server worth calling a queue
 
 
 def kv_capacity_bound(ctx: Context) -> Verdict:
@@ -57,7 +60,30 @@ def kv_capacity_bound(ctx: Context) -> Verdict:
     return Verdict.fired(finding)
 
 
+def _frontend_queue(run: Run) -> Evidence | None:
+    """The queue in front of the API-server processes from the records' `frontend_wait_s` (the
+    simulator's front end), beside the engine's own queue (`queue_s`); None when not recorded."""
+    waits = [r.frontend_wait_s for r in run.records if r.frontend_wait_s is not None]
+    if not waits:
+        return None
+    engine = [r.queue_s for r in run.records if r.queue_s is not None]
+    duration = run.duration_s or max((r.finish_s or 0.0) for r in run.records)
+    front = run.config.get("frontend") or {}
+    return {
+        "frontend_wait_mean_s": rounded(float(np.mean(waits)), 4),
+        "frontend_wait_p90_s": rounded(float(np.percentile(waits, 90)), 4),
+        "frontend_queue_mean": rounded(sum(waits) / duration if duration else None, 1),
+        "engine_queue_mean_s": rounded(float(np.mean(engine)) if engine else None, 4),
+        "api_server_processes": front.get("api_server_processes"),
+    }
+
+
 def cpu_bound(ctx: Context) -> Verdict:
+    """Fires on a saturated host with an idle GPU, or (where the run records the queue in front
+    of the API-server processes: the simulator's front end) on pegged API-server processes with
+    requests waiting longer in front of them than in the engine's own queue: the front end, not
+    the GPU, sets the rate. vLLM V1's engine core keeps stepping whatever it holds, so such a
+    GPU can read busy while it runs small batches; its busy share is evidence, not the test."""
     sig, name = ctx.sig, "cpu-bound"
     if sig.cpu_util is None and sig.process_cpu is None:
         return Verdict(name, "skipped", "no host samples")
@@ -77,13 +103,20 @@ def cpu_bound(ctx: Context) -> Verdict:
         "gpu_util_busy": rounded(gpu_util),
         "gpu_source": sig.gpu_source,
     }
+    front = _frontend_queue(ctx.run)
+    evidence.update(front or {})
     saturated = (cpu or 0.0) >= CPU_SATURATED or (pegged or 0.0) >= 0.5
     gpu_idle = gpu_util is None or gpu_util <= GPU_IDLE_UTIL
-    if not (saturated and gpu_idle):
+    queued_in_front = front is not None and float(front["frontend_wait_mean_s"] or 0.0) > max(
+        FRONTEND_WAIT_MIN_S, float(front["engine_queue_mean_s"] or 0.0)
+    )
+    if not (saturated and (gpu_idle or queued_in_front)):
         gpu_text = "no GPU" if gpu_util is None else f"GPU busy {gpu_util:.0%}"
         return Verdict(
             name, "clear", f"host CPU {cpu or 0:.0%}, process pegged {pegged or 0:.0%}, {gpu_text}"
         )
+    if queued_in_front and front is not None:
+        return Verdict.fired(_frontend_finding(name, front, pegged, gpu_util, evidence))
     gpu_text = "no GPU in the run" if gpu_util is None else f"GPU busy only {gpu_util:.0%}"
     finding = Finding(
         name,
@@ -95,6 +128,25 @@ def cpu_bound(ctx: Context) -> Verdict:
         "detokenization off the critical path, use a faster CPU, or serve from a GPU.",
     )
     return Verdict.fired(finding)
+
+
+def _frontend_finding(
+    name: str, front: Evidence, pegged: float | None, gpu_util: float | None, evidence: Evidence
+) -> Finding:
+    n = front.get("api_server_processes") or 1
+    gpu_text = "" if gpu_util is None else f"; the GPU steps {gpu_util:.0%} of the time"
+    return Finding(
+        name,
+        "warning",
+        f"The {n} API-server process(es) are pegged {pegged or 0:.0%} of the busy time and "
+        f"requests wait {front['frontend_wait_mean_s']:.3g} s on average in front of them "
+        f"({front['frontend_queue_mean']} queued), vs {front['engine_queue_mean_s'] or 0:.3g} s "
+        f"in the engine's queue{gpu_text}: the front end sets the request rate",
+        evidence,
+        f"More API-server processes (vLLM --api-server-count; try `tokenprobe simulate ... "
+        f"--api-server-processes {2 * int(n)}` for the effect), a faster CPU core, or less work "
+        "per token in the front end (fewer, larger stream chunks).",
+    )
 
 
 def _per_window(sig: Signals) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -163,8 +215,9 @@ def bursty_arrivals(ctx: Context) -> Verdict:
         f"Arrivals come in waves (dispersion index {dispersion:.1f}, Poisson gives 1){aligned}",
         evidence,
         "The GPU idles between bursts and queues during them: smooth the load (an admission queue, "
-        "rate limits, offline work scheduled into the troughs) or provision for the peak and cap "
-        "power in the troughs.",
+        "rate limits, offline work scheduled into the troughs; `tokenprobe simulate ... "
+        "--batch-window-s W` shows what gathering requests for W seconds does to TTFT and J per "
+        "token) or provision for the peak and cap power in the troughs.",
     )
     return Verdict.fired(finding)
 

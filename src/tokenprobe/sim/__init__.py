@@ -2,6 +2,7 @@
 
 engine.py      heapq event loop: arrivals, step completions, idle power
 engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-LLM)
+frontend.py    the API-server processes (HTTP, tokenize, detokenize, SSE) as a CPU resource
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
 kv.py          the paged KV block pool and the shared-prefix cache
@@ -18,6 +19,7 @@ from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.runconfig import (
     DEFAULT_ENGINE,
@@ -35,6 +37,7 @@ __all__ = [
     "SCENARIOS",
     "SCHEDULERS",
     "TRTLLM_SERVE",
+    "Frontend",
     "ProgressFn",
     "Scenario",
     "ScenarioPart",
