@@ -84,9 +84,12 @@ def test_the_fitted_front_end_latency_is_not_counted_twice() -> None:
 SHORT = {"input_tokens": 16, "output_tokens": 2, "rate_per_s": 4000.0, "num_requests": 3000}
 
 
+def _short(**kw: object) -> SimResult:
+    return simulate("qwen3-8b", "b200", weight_dtype="fp8", **SHORT, **kw)  # type: ignore[arg-type]
+
+
 def test_one_api_server_process_caps_the_rate_and_diagnose_says_cpu_bound() -> None:
-    one = simulate("qwen3-8b", "b200", weight_dtype="fp8", api_server_processes=1, **SHORT)  # type: ignore[arg-type]
-    four = simulate("qwen3-8b", "b200", weight_dtype="fp8", api_server_processes=4, **SHORT)  # type: ignore[arg-type]
+    one, four = _short(api_server_processes=1), _short(api_server_processes=4)
     host = HostModel()
     cpu_s = host.admission_cpu_s(16, "qwen3-8b") + 2 * host.token_cpu_s("qwen3-8b")
     # by hand: 300 us HTTP + ~16 us tokenizer + ~2 us JSON + 2 x 35 us streaming ~ 0.39 ms
@@ -96,16 +99,41 @@ def test_one_api_server_process_caps_the_rate_and_diagnose_says_cpu_bound() -> N
     assert d1["requests_per_s"] == pytest.approx(1 / cpu_s, rel=0.05)
     assert d1["frontend"]["utilization"] > 0.95
     assert d1["frontend"]["queue_mean"] > 100  # requests wait in front of the engine
-    # four processes keep up with the offered 4000/s, and the GPU runs bigger batches
+    # four processes keep up with the offered 4000/s: the GPU is the bound, in fuller steps
     assert d4["requests_per_s"] > 1.4 * d1["requests_per_s"]
     assert d4["frontend"]["wait_mean_s"] < 0.01 < d1["frontend"]["wait_mean_s"]
-    assert d4["steps"] < d1["steps"]  # the same work in fewer, fuller steps
+    assert d4["busy_fraction"] > 0.99
+    assert d4["steps"] < d1["steps"]
+    # vLLM V1's engine core steps whatever it holds: one process leaves the GPU stepping small
+    # batches (it reads busy) at lower power, not idle
+    assert d1["energy"]["average_power_w"] < d4["energy"]["average_power_w"]
     dg1, dg4 = diagnose(one.run()), diagnose(four.run())
     assert "cpu-bound" in dg1.kinds() and "cpu-bound" not in dg4.kinds()
     (finding,) = [f for f in dg1.findings if f.kind == "cpu-bound"]
     assert finding.evidence["server_process_pegged_share_busy"] == pytest.approx(1.0, abs=0.05)
     assert finding.evidence["api_server_processes"] == 1
     assert "--api-server-processes 2" in finding.action
+    # the effect, simulated on the run's own arrivals: two processes (2 / cpu_s = 5,160/s) keep
+    # up with the offered 4,000/s, as four do
+    doubled = finding.evidence["simulated_requests_per_s_with_2_processes"]
+    assert doubled == pytest.approx(d4["requests_per_s"], rel=0.02)
+
+
+def test_the_engine_in_the_api_server_process_leaves_the_gpu_waiting() -> None:
+    # vLLM V0 (one process for HTTP, streaming and the engine loop, vllm#580's "50 %"): each
+    # step waits for the process's parsing and streaming, so the GPU idles most of the time
+    shared, four = _short(engine_in_api_server=True), _short(api_server_processes=4)
+    d, d4 = shared.to_dict(), four.to_dict()
+    assert d["busy_fraction"] < 0.6 < 0.99 < d4["busy_fraction"]
+    assert d["frontend"]["queue_mean"] > 100  # while requests queue in front
+    assert d4["requests_per_s"] > 1.4 * d["requests_per_s"]
+    dg = diagnose(shared.run())
+    assert "cpu-bound" in dg.kinds() and "cpu-bound" not in diagnose(four.run()).kinds()
+    (finding,) = [f for f in dg.findings if f.kind == "cpu-bound"]
+    assert finding.evidence["gpu_util_busy"] < 0.6  # type: ignore[operator]
+    assert "engine core" in finding.action
+    with pytest.raises(ConfigError, match="api_server_processes"):
+        _short(engine_in_api_server=True, api_server_processes=2)
 
 
 def test_front_end_off_by_default_and_when_named_records_its_setup() -> None:
@@ -237,3 +265,14 @@ def test_host_samples_are_the_processes_busy_share_per_window() -> None:
     util = [s.process_cpu_util or 0.0 for s in samples]
     assert sum(util) / len(util) == pytest.approx(0.5)
     assert util[0] == 1.0 and util[len(util) // 2] == 0.0 and util[-1] == 1.0
+
+
+def test_a_shared_process_holds_each_step_until_it_has_streamed() -> None:
+    # engine loop in the API-server process, unit steps, 0.1 s per token: step k starts when the
+    # previous step's token is streamed, so steps start at 0, 1.1, 2.2, 3.3 and each token
+    # arrives 0.1 s after its step: 1.1, 2.2, 3.3, 4.4 (three 0.1 s GPU gaps in 4.4 s)
+    fe = Frontend(1, lambda n: 0.0, token_cpu_s=0.1, shares_engine=True)
+    result = _run(_fixed(1, 32, 4), fe)
+    (record,) = result.records
+    assert record.token_times_s == pytest.approx([1.1, 2.2, 3.3, 4.4])
+    assert result.to_dict()["busy_fraction"] == pytest.approx(4 / 4.4)

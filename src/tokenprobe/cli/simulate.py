@@ -155,6 +155,14 @@ def simulate_cmd(
             "(implies --api-server-processes 1 unless given)"
         ),
     ] = None,
+    engine_in_api_server: Annotated[
+        bool,
+        typer.Option(
+            "--engine-in-api-server",
+            help="The engine loop runs inside the one API-server process (vLLM V0): the GPU "
+            "waits while that process parses and streams",
+        ),
+    ] = False,
     batch_window_s: Annotated[
         float | None,
         typer.Option(
@@ -226,6 +234,7 @@ def simulate_cmd(
             engine=engine,
             api_server_processes=api_server_processes,
             host=host,
+            engine_in_api_server=engine_in_api_server,
         )
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS

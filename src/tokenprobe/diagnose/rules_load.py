@@ -23,6 +23,7 @@ from tokenprobe.diagnose.context import (
     rounded,
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
+from tokenprobe.diagnose.frontend_effect import more_processes_effect
 from tokenprobe.diagnose.signals import Signals
 from tokenprobe.records import Run
 
@@ -115,26 +116,58 @@ def cpu_bound(ctx: Context) -> Verdict:
         return Verdict(
             name, "clear", f"host CPU {cpu or 0:.0%}, process pegged {pegged or 0:.0%}, {gpu_text}"
         )
-    if queued_in_front and front is not None:
-        return Verdict.fired(_frontend_finding(name, front, pegged, gpu_util, evidence))
+    shared = bool((ctx.run.config.get("frontend") or {}).get("engine_in_api_server"))
+    if queued_in_front and front is not None and not (shared and gpu_idle):
+        return Verdict.fired(_frontend_finding(name, ctx.run, front, pegged, gpu_util, evidence))
     gpu_text = "no GPU in the run" if gpu_util is None else f"GPU busy only {gpu_util:.0%}"
+    host_text = "" if cpu is None else f" the host CPU is at {cpu:.0%} and"
+    action = (
+        "The API-server process also runs the engine loop, so the GPU waits while it parses and "
+        "streams: run the engine in a process of its own (vLLM V1's engine core) with enough "
+        "API-server processes (--api-server-count), or use a faster CPU core."
+        if shared
+        else "The host is the bottleneck: give the server more CPU threads/cores, take "
+        "tokenization and detokenization off the critical path, use a faster CPU, or serve "
+        "from a GPU."
+    )
     finding = Finding(
         name,
         "warning",
-        f"{gpu_text} while the host CPU is at {cpu or 0:.0%} and the server process holds a full "
-        f"core {pegged or 0:.0%} of the busy time",
+        f"{gpu_text} while{host_text} the server process holds a full core "
+        f"{pegged or 0:.0%} of the busy time",
         evidence,
-        "The host is the bottleneck: give the server more CPU threads/cores, take tokenization and "
-        "detokenization off the critical path, use a faster CPU, or serve from a GPU.",
+        action,
     )
     return Verdict.fired(finding)
 
 
+def _effect_text(run: Run, processes: int, evidence: Evidence) -> str:
+    """The simulated effect of `processes` API-server processes, when cheap to simulate."""
+    effect = more_processes_effect(run, processes)
+    if effect is None:
+        return ""
+    ttft = effect["ttft_p50_s"]
+    evidence[f"simulated_requests_per_s_with_{processes}_processes"] = rounded(
+        effect["requests_per_s"], 2
+    )
+    evidence[f"simulated_ttft_p50_s_with_{processes}_processes"] = rounded(ttft, 4)
+    return (
+        f" (simulated on the same arrivals: {effect['requests_per_s']:,.1f} requests/s, "
+        f"TTFT p50 {ttft:.3g} s)"
+    )
+
+
 def _frontend_finding(
-    name: str, front: Evidence, pegged: float | None, gpu_util: float | None, evidence: Evidence
+    name: str,
+    run: Run,
+    front: Evidence,
+    pegged: float | None,
+    gpu_util: float | None,
+    evidence: Evidence,
 ) -> Finding:
-    n = front.get("api_server_processes") or 1
+    n = int(front.get("api_server_processes") or 1)
     gpu_text = "" if gpu_util is None else f"; the GPU steps {gpu_util:.0%} of the time"
+    effect = _effect_text(run, 2 * n, evidence)
     return Finding(
         name,
         "warning",
@@ -143,9 +176,9 @@ def _frontend_finding(
         f"({front['frontend_queue_mean']} queued), vs {front['engine_queue_mean_s'] or 0:.3g} s "
         f"in the engine's queue{gpu_text}: the front end sets the request rate",
         evidence,
-        f"More API-server processes (vLLM --api-server-count; try `tokenprobe simulate ... "
-        f"--api-server-processes {2 * int(n)}` for the effect), a faster CPU core, or less work "
-        "per token in the front end (fewer, larger stream chunks).",
+        f"More API-server processes (vLLM --api-server-count {2 * n}{effect}; "
+        f"`tokenprobe simulate ... --api-server-processes {2 * n}`), a faster CPU core, or less "
+        "work per token in the front end (fewer, larger stream chunks).",
     )
 
 

@@ -227,6 +227,7 @@ def simulate(
     api_server_processes: int | None = None,
     host: str | HostSpec | None = None,
     host_model: HostModel | None = None,
+    engine_in_api_server: bool = False,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -241,6 +242,8 @@ def simulate(
     TOML file or a HostSpec: its `cpu_core_speed`) put the serving front end in as a resource
     (sim/frontend.py; costs from `host_model`, default `HostModel()`); with neither, the front end
     is the fixed latency `Efficiency.request_overhead_s`, as the profiles were fitted.
+    `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
+    GPU waits while that process serves HTTP and streams: sim/frontend.py).
     """
     dep = deployment or make_deployment(
         model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype
@@ -271,8 +274,10 @@ def simulate(
         extra={"num_gpus": dep.num_gpus, "kv_bytes_per_token": dep.kv_bytes_per_token},
     )
     frontend = None
-    if api_server_processes is not None or host is not None:
-        frontend, front_cfg = make_frontend(dep, api_server_processes, host, host_model)
+    if api_server_processes is not None or host is not None or engine_in_api_server:
+        frontend, front_cfg = make_frontend(
+            dep, api_server_processes, host, host_model, engine_in_api_server
+        )
         run_config = replace(run_config, extra={**run_config.extra, "frontend": front_cfg})
     return run_workload(
         workload,
@@ -297,6 +302,7 @@ def make_frontend(
     processes: int | None,
     host: str | HostSpec | None,
     host_model: HostModel | None,
+    engine_in_api_server: bool = False,
 ) -> tuple[Frontend, dict[str, Any]]:
     """The front end of `processes` API servers on `host`'s cores, and what the run records."""
     spec = host if isinstance(host, HostSpec) else get_host(host or "default")
@@ -308,8 +314,10 @@ def make_frontend(
         dep.model.name,
         cpu_core_speed=spec.cpu_core_speed,
         latency_s=dep.efficiency.request_overhead_s,
+        shares_engine=engine_in_api_server,
     )
     cfg = {
+        "engine_in_api_server": engine_in_api_server,
         "api_server_processes": n,
         "host": spec.name,
         "cpu_core_speed": spec.cpu_core_speed,

@@ -198,6 +198,14 @@ class Engine:
     def _start_step(self) -> None:
         """Plan and price the next step (the hot path: written for speed, not elegance)."""
         sched, now = self.sched, self.clock_s
+        fe = self.frontend
+        if fe is not None and fe.shares_engine and fe.free_s[0] > now:
+            # one process runs HTTP, streaming and the engine (vLLM V0): the GPU waits for it
+            self.timeline.add(
+                now, None, sched.pool.used_blocks, sched.num_waiting, self.idle_power_w
+            )
+            self._push(fe.free_s[0], _WAKE, 0)
+            return
         plan = sched.plan(self.step, now)
         kv, queue = sched.pool.used_blocks, sched.num_waiting
         if plan is None:
@@ -210,6 +218,8 @@ class Engine:
         if not (0 < time_s < math.inf and energy_j >= 0):
             raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
         end_s = now + time_s
+        if fe is not None and fe.shares_engine:
+            fe.run_engine_step(now, end_s)
         prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
         self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
         rows = self.timeline.rows

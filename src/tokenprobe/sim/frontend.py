@@ -23,6 +23,14 @@ arrival), free = start + work), so it needs no events of its own: O(N) per engin
 per request. When the processes saturate, requests queue in front of the engine while the GPU
 runs small batches or idles, which is the seed's "GPU at 50 % but throughput will not rise".
 
+`shares_engine`: the engine's step loop runs in the one API-server process, as in vLLM V0
+before the OpenAI server moved to a process of its own (vllm-project/vllm#580: "On 1xA100 Llama
+13B, the `LLM` class reaches 90~100% GPU utilization, while the API server can only utilize
+50%"; closed as "addressed by moving online server to another process"). A step then starts
+only when the process has finished its queued HTTP and streaming work, and holds the process
+(the step call blocks the event loop) until it ends: the GPU idles while the CPU serves the
+front end, which is the seed's "GPU at 50 %". One process only.
+
 Idle spells of the processes (a process free before its next work arrives) are kept as
 (from, to) pairs, nothing per busy item, so a saturated front end costs nothing to account; the
 run's host samples (`records.HostSample.process_cpu_util`: the mean over the processes of each
@@ -37,6 +45,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tokenprobe.cost import HostModel, check_processes
+from tokenprobe.errors import ConfigError
 from tokenprobe.records import HostSample
 
 MAX_SAMPLES = 400  # host samples of a run (windows)
@@ -57,6 +66,7 @@ class Frontend:
         "latency_s",
         "processes",
         "ready_s",
+        "shares_engine",
         "token_s",
         "wait_s",
     )
@@ -67,8 +77,14 @@ class Frontend:
         admission_cpu_s: Callable[[int], float],
         token_cpu_s: float,
         latency_s: float = 0.0,
+        shares_engine: bool = False,
     ) -> None:
         self.processes = check_processes(processes)
+        if shares_engine and processes != 1:
+            raise ConfigError(
+                "api_server_processes", processes, "1 when the engine runs in the API server"
+            )
+        self.shares_engine = shares_engine
         self._admission = admission_cpu_s
         self._cache: dict[int, float] = {}
         self.token_s = token_cpu_s
@@ -90,6 +106,7 @@ class Frontend:
         *,
         cpu_core_speed: float = 1.0,
         latency_s: float = 0.0,
+        shares_engine: bool = False,
     ) -> Frontend:
         """The front end of `host`'s cost model on cores `cpu_core_speed` times the reference."""
         token_s = host.token_cpu_s(model_name) / cpu_core_speed
@@ -98,6 +115,7 @@ class Frontend:
             lambda n: host.admission_cpu_s(n, model_name) / cpu_core_speed,
             token_s,
             latency_s,
+            shares_engine,
         )
 
     def admit(self, i: int, input_tokens: int, now_s: float) -> float:
@@ -148,6 +166,15 @@ class Frontend:
         lag = starts / n - now_s + (share + 1.0) * c / 2 if tokens > 0 else 0.0
         self.lag_s.append(lag)
         return lag
+
+    def run_engine_step(self, start_s: float, end_s: float) -> None:
+        """`shares_engine`: the process runs an engine step from start_s (when it is free) to
+        end_s; work arriving meanwhile waits for its end."""
+        if self.free_s[0] < start_s:
+            self._idle_from.append(self.free_s[0])
+            self._idle_to.append(start_s)
+        self.free_s[0] = end_s
+        self.busy_s += end_s - start_s
 
     @property
     def done_s(self) -> float:
