@@ -13,6 +13,13 @@ from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
 from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
+from tokenprobe.cli.frontend_tables import (
+    PAIR_COLUMNS,
+    batch_window_effect,
+    frontend_table,
+    window_table,
+)
+from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
@@ -253,25 +260,6 @@ def simulate_cmd(
         prose(f"run folder written to {out}", markup=False)
 
 
-def batch_window_effect(
-    window_s: float, plain: dict[str, Any], held: dict[str, Any]
-) -> dict[str, Any]:
-    """TTFT, power and energy per output token without and with the batch window."""
-
-    def row(d: dict[str, Any]) -> dict[str, Any]:
-        e = d["energy"]
-        return {
-            "ttft_p50_s": d["ttft_s"]["p50"],
-            "ttft_p90_s": d["ttft_s"]["p90"],
-            "average_power_w": e["average_power_w"],
-            "joules_per_output_token": e["joules_per_output_token"],
-            "joules_per_token_all_in": e["joules_per_token_all_in"],
-            "steps": d["steps"],
-        }
-
-    return {"window_s": window_s, "without": row(plain), "with": row(held)}
-
-
 def _with_progress(run: Any, show: bool) -> SimResult:
     with progress("simulating", enabled=show) as report:
         result: SimResult = run(report)
@@ -365,10 +353,6 @@ def _scenario_table(parts: list[dict[str, Any]]) -> None:
     )
 
 
-def _num(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
 def _lat(stats: dict[str, float | None]) -> list[str]:
     return [
         "-" if stats[k] is None else fmt_s(stats[k] or 0.0) for k in ("mean", "p50", "p90", "p99")
@@ -379,7 +363,6 @@ LATENCY_COLUMNS = (
     Col("metric", kind="name"),
     *(Col(h, kind="num", justify="right") for h in ("mean", "p50", "p90", "p99")),
 )
-PAIR_COLUMNS = (Col("metric"), Col("value", kind="num", justify="right"))
 
 
 def render_simulation(d: dict[str, Any]) -> None:
@@ -421,38 +404,6 @@ def render_simulation(d: dict[str, Any]) -> None:
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
     if "frontend" in d:
-        _frontend_table(d["frontend"])
+        frontend_table(d["frontend"])
     if "batch_window" in d:
-        _window_table(d["batch_window"])
-
-
-def _frontend_table(f: dict[str, Any]) -> None:
-    rows = [
-        ("API-server processes", str(f["api_server_processes"])),
-        ("their utilization", _num(100 * (f["utilization"] or 0.0), 1) + " %"),
-        ("wait in front of them mean / p90", f"{fmt_s(f['wait_mean_s'] or 0)} / "
-         f"{fmt_s(f['wait_p90_s'] or 0)}"),
-        ("requests queued there (mean)", _num(f["queue_mean"], 1)),
-        ("token delivery lag (mean)", fmt_s(f["token_lag_mean_s"] or 0.0)),
-    ]  # fmt: skip
-    print_table("Serving front end (CPU)", PAIR_COLUMNS, rows)
-
-
-WINDOW_COLUMNS = (
-    Col("batch window", kind="name"),
-    *(Col(h, kind="num", justify="right") for h in ("TTFT p50", "TTFT p90", "avg W", "J/out tok")),
-)
-
-
-def _window_table(b: dict[str, Any]) -> None:
-    rows = [
-        [
-            label,
-            fmt_s(r["ttft_p50_s"] or 0.0),
-            fmt_s(r["ttft_p90_s"] or 0.0),
-            _num(r["average_power_w"], 0),
-            _num(r["joules_per_output_token"], 4),
-        ]
-        for label, r in (("none", b["without"]), (fmt_s(b["window_s"]), b["with"]))
-    ]
-    print_table("Effect of the batch window (same arrivals)", WINDOW_COLUMNS, rows)
+        window_table(d["batch_window"])

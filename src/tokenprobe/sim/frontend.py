@@ -5,7 +5,8 @@ asyncio loop that, for every request, parses HTTP and JSON, applies the chat tem
 tokenizes the prompt before handing it to the engine-core process, and, for every token the
 engine returns, detokenizes it (AsyncLLM's output handler) and writes its SSE chunk
 (vllm-project/vllm@00080ee1:vllm/v1/engine/async_llm.py; the costs and their sources:
-`tokenprobe.cost.HostModel`, the one home of those constants). So:
+`tokenprobe.cost.HostModel`, the one home of those constants; the chat template's rendering has
+no figure of its own there yet, so the per-request work is a lower bound). So:
 
 - request i is served by process i mod N (round robin: the kernel spreads connections over the
   processes' shared listening socket; a hash is as blind to load as round robin). Its CPU work
@@ -20,8 +21,9 @@ engine returns, detokenizes it (AsyncLLM's output handler) and writes its SSE ch
 
 Each process is a single-server FIFO queue written as Lindley's recursion (start = max(free,
 arrival), free = start + work), so it needs no events of its own: O(N) per engine step and O(1)
-per request. When the processes saturate, requests queue in front of the engine while the GPU
-runs small batches or idles, which is the seed's "GPU at 50 % but throughput will not rise".
+per request. When the processes saturate, requests queue in front of the engine and the rate
+stops rising; vLLM V1's engine core keeps stepping what it holds, so the GPU runs small batches
+at low power rather than idling (the seed's "throughput will not rise").
 
 `shares_engine`: the engine's step loop runs in the one API-server process, as in vLLM V0
 before the OpenAI server moved to a process of its own (vllm-project/vllm#580: "On 1xA100 Llama
