@@ -11,6 +11,7 @@ from tokenprobe.cost import HostModel
 from tokenprobe.diagnose import diagnose
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.hardware import get_gpu, get_host
+from tokenprobe.records import read_run
 from tokenprobe.sim import Frontend, SchedulerConfig, engine_defaults, run_workload, simulate
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult
@@ -276,3 +277,18 @@ def test_a_shared_process_holds_each_step_until_it_has_streamed() -> None:
     (record,) = result.records
     assert record.token_times_s == pytest.approx([1.1, 2.2, 3.3, 4.4])
     assert result.to_dict()["busy_fraction"] == pytest.approx(4 / 4.4)
+
+
+@pytest.mark.parametrize("kw", [{"api_server_processes": 1}, {"engine_in_api_server": True}])
+def test_a_front_end_run_replayed_against_itself_agrees(tmp_path: Path, kw: dict) -> None:
+    # the replay (diagnose --predict) rebuilds the recorded front end, so the saturated
+    # front end's long TTFT is reproduced, not flagged as a mismatch
+    result = simulate(
+        "qwen3-8b", "b200", weight_dtype="fp8", **{**SHORT, "num_requests": 800}, **kw
+    )  # type: ignore[arg-type]
+    result.write(tmp_path / "run")
+    diagnosis = diagnose(read_run(tmp_path / "run"), predict=True, replay_run=True)
+    assert diagnosis.replay is not None
+    rows = {row["metric"]: row for row in diagnosis.replay["rows"]}
+    for metric in ("ttft_s p50", "ttft_s p90", "output_tokens_per_s"):
+        assert rows[metric]["ratio"] == pytest.approx(1.0, rel=0.02), metric

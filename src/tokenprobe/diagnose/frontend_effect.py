@@ -6,13 +6,11 @@ a diagnosis should stay quick."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tokenprobe.diagnose.costview import deployment_of
-from tokenprobe.diagnose.replay import _shared_prefix_tokens, _specs
+from tokenprobe.diagnose.replay import _shared_prefix_tokens, _specs, recorded_frontend
 from tokenprobe.errors import TokenprobeError
-from tokenprobe.hardware import get_host
 from tokenprobe.records import Run, RunConfig
 from tokenprobe.sim import scheduler_name, scheduler_of, simulate
 from tokenprobe.workload import Arrival, Workload
@@ -24,8 +22,8 @@ def more_processes_effect(run: Run, processes: int) -> dict[str, Any] | None:
     """{processes, requests_per_s, ttft_p50_s, busy_fraction} of the run replayed with
     `processes` API-server processes in their own processes (vLLM V1); None when the run
     recorded no front end, is too large, or cannot be replayed."""
-    front = run.config.get("frontend")
-    if not isinstance(front, dict) or len(run.records) > MAX_REQUESTS:
+    front = recorded_frontend(run)
+    if not front or len(run.records) > MAX_REQUESTS:
         return None
     try:
         rc = RunConfig.of(run)
@@ -33,10 +31,6 @@ def more_processes_effect(run: Run, processes: int) -> dict[str, Any] | None:
         specs = _specs(run.records, _shared_prefix_tokens(rc))
         if dep is None or not specs:
             return None
-        speed = front.get("cpu_core_speed")
-        host = get_host("default")
-        if isinstance(speed, int | float) and not isinstance(speed, bool):
-            host = dataclasses.replace(host, cpu_core_speed=float(speed))
         result = simulate(
             deployment=dep,
             workload=Workload(arrival=Arrival("trace", trace=tuple(specs)), name="replay"),
@@ -46,7 +40,7 @@ def more_processes_effect(run: Run, processes: int) -> dict[str, Any] | None:
             trace_requests=0,
             profile=rc.deployment.profile,
             api_server_processes=processes,
-            host=host,
+            host=front["host"],
         )
     except TokenprobeError:
         return None
