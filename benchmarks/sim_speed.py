@@ -10,6 +10,7 @@ The cluster case (`--replicas 16 --requests 1000000`): 16 replicas behind the le
 router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
     python benchmarks/sim_speed.py [--requests N] [--load 0.8] [--replicas R] [--profile]
+        [--api-server-processes N]   (the serving front end as a resource: sim/frontend.py)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.8)
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--api-server-processes", type=int, default=None)
     args = parser.parse_args()
     capacity = capacity_requests_per_s()
     rate = args.load * capacity * args.replicas
@@ -54,7 +56,9 @@ def main() -> None:
     if profiler:
         profiler.enable()
     if args.replicas == 1:
-        out = simulate(MODEL, GPU, workload=chat, seed=0).to_dict()
+        out = simulate(
+            MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes
+        ).to_dict()
     else:
         dep = make_deployment(MODEL, GPU)
         fleet = simulate_fleet(dep, chat, replicas=args.replicas, router="least-loaded")
@@ -72,6 +76,7 @@ def main() -> None:
                 "gpu": GPU,
                 "requests": args.requests,
                 "replicas": args.replicas,
+                "api_server_processes": args.api_server_processes,
                 "capacity_requests_per_s": round(capacity, 3),
                 "offered_requests_per_s": round(rate, 3),
                 "achieved_requests_per_s": out["requests_per_s"],

@@ -145,6 +145,11 @@ class HostSpec:
     nic_bytes_per_s: float
     sources: tuple[str, ...]
     display_name: str = ""
+    # single-thread speed relative to the core cost/host.py's CPU costs describe (1.0); the
+    # API-server front end runs on one core per process, so this, not the core count, sets how
+    # many requests/s it parses. Optional in a host file (`cpu_core_speed`): measure it with
+    # benchmarks/host_costs.py on the host and divide by the defaults.
+    cpu_core_speed: float = 1.0
 
 
 # ------------------------------------------------------------------------------------------
@@ -175,12 +180,14 @@ _RANGES: dict[str, tuple[float, float]] = {
     "dram_gb_per_s": (1e-6, 1e6),
     "nvme_gb_per_s": (1e-6, 1e6),
     "nic_gbit_per_s": (1e-6, 1e7),
+    "cpu_core_speed": (1e-3, 1e3),
 }
 _MAX_CPU_CORES = 10**6
 _HOST_KEYS = (
     "display_name", "cpu_cores", "dram_gib", "dram_gb_per_s", "nvme_gb_per_s", "nic_gbit_per_s",
     "sources",
 )  # fmt: skip
+_HOST_OPTIONAL = ("cpu_core_speed",)
 
 
 class _Table:
@@ -302,7 +309,8 @@ def _parse_gpu(table: _Table, name: str) -> GpuSpec:
 
 
 def _parse_host(table: _Table, name: str) -> HostSpec:
-    table.check_keys(_HOST_KEYS)
+    table.check_keys(_HOST_KEYS, _HOST_OPTIONAL)
+    speed = table.optional_positive("cpu_core_speed")
     return HostSpec(
         name=name,
         cpu_cores=table.count("cpu_cores", _MAX_CPU_CORES),
@@ -312,6 +320,7 @@ def _parse_host(table: _Table, name: str) -> HostSpec:
         nic_bytes_per_s=table.positive("nic_gbit_per_s") * GIGA / BITS_PER_BYTE,
         sources=table.texts("sources", non_empty=True),
         display_name=table.text("display_name"),
+        cpu_core_speed=1.0 if speed is None else speed,
     )
 
 

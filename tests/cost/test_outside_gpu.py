@@ -34,19 +34,41 @@ def test_host_cpu_parts_sum_and_saturation_rate() -> None:
     assert parts["stream_s"] == pytest.approx(200 * host.sse_chunk_s)
     tls = dataclasses.replace(host, tls=True).request_cpu_s(1000, 200, "m")
     assert tls["tls_s"] > 0 == parts["tls_s"]
+    assert sum(parts.values()) == pytest.approx(
+        host.admission_cpu_s(1000, "m") + 200 * host.token_cpu_s("m")
+    )
     d = tokenprobe.estimate("llama-3.1-8b", "h100-sxm", input_tokens=1000, output_tokens=200)
     h = d.to_dict()["host"]
-    assert h["max_requests_per_s"] == pytest.approx(h["cpu_cores"] / h["cpu_s_per_request"])
+    # one API-server process (vLLM's default), not the host's 64 cores: by hand, 300 us HTTP
+    # + 1 ms tokenizer (1000 tokens at 1e6/s) + 200 x (5 + 30) us streaming + ~14 us JSON
+    # = 8.31 ms, so ~120 requests/s
+    assert h["api_server_processes"] == 1
+    assert h["cpu_s_per_request"] == pytest.approx(8.31e-3, rel=0.01)
+    assert h["max_requests_per_s"] == pytest.approx(1 / h["cpu_s_per_request"])
+    four = tokenprobe.estimate(
+        "llama-3.1-8b", "h100-sxm", input_tokens=1000, output_tokens=200, api_server_processes=4
+    )
+    four_rps = four.to_dict()["host"]["max_requests_per_s"]
+    assert four_rps == pytest.approx(4 * h["max_requests_per_s"])
 
 
-def test_a_one_core_host_becomes_the_bound_for_a_small_fast_model() -> None:
+def test_one_api_server_process_becomes_the_bound_for_a_small_fast_model() -> None:
     dep = make_deployment("qwen3-8b", "b200", weight_dtype="fp8")
-    one_core = dataclasses.replace(get_host("default"), cpu_cores=1)
     wl = Workload(input_tokens=64, output_tokens=16, batch=256)
-    est = estimate_deployment(dep, wl, host_spec=one_core)
+    est = estimate_deployment(dep, wl, host_spec=get_host("default"))
     assert est.outside_gpu["host"]["bound"] == "cpu"
-    many = estimate_deployment(dep, wl, host_spec=get_host("default"))
+    many = estimate_deployment(dep, wl, host_spec=get_host("default"), api_server_processes=16)
     assert many.outside_gpu["host"]["bound"] == "gpu"
+    # processes beyond the cores the engine core and GPU workers leave them do not help
+    two_cores = dataclasses.replace(get_host("default"), cpu_cores=3)
+    capped = estimate_deployment(dep, wl, host_spec=two_cores, api_server_processes=16)
+    assert capped.outside_gpu["host"]["api_server_processes_on_own_cores"] == 1
+    assert capped.outside_gpu["host"]["bound"] == "cpu"
+    # a core twice as fast halves every CPU second
+    fast = dataclasses.replace(get_host("default"), cpu_core_speed=2.0)
+    h2 = estimate_deployment(dep, wl, host_spec=fast).outside_gpu["host"]
+    h1 = est.outside_gpu["host"]
+    assert h2["max_requests_per_s"] == pytest.approx(2 * h1["max_requests_per_s"])
 
 
 def test_cold_start_reads_the_checkpoint_then_copies_it() -> None:

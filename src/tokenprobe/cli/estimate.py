@@ -10,7 +10,13 @@ from rich.text import Text
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
-from tokenprobe.cost import DEFAULT_ENGINE_INIT_S, Efficiency, Estimate, estimate
+from tokenprobe.cost import (
+    DEFAULT_API_SERVER_PROCESSES,
+    DEFAULT_ENGINE_INIT_S,
+    Efficiency,
+    Estimate,
+    estimate,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.report import memory_rows
@@ -81,6 +87,13 @@ def estimate_cmd(
         str, typer.Option(help="Host: catalog name or TOML file (CPU, DRAM, NVMe, NIC)")
     ] = "default",
     tls: Annotated[bool, typer.Option(help="Clients connect over TLS")] = False,
+    api_server_processes: Annotated[
+        int,
+        typer.Option(
+            help="API-server processes (vLLM --api-server-count): each parses, tokenizes and "
+            "streams on one core, so the host saturates at processes / CPU s per request"
+        ),
+    ] = DEFAULT_API_SERVER_PROCESSES,
     tokenizer_tokens_per_s: Annotated[
         float | None,
         typer.Option(help="Measured tokenizer speed per core (benchmarks/host_costs.py)"),
@@ -144,6 +157,7 @@ def estimate_cmd(
             cpu_offload_bytes=cpu_offload_gb * GIGA,
             storage_bytes_per_s=None if storage_gb_per_s is None else storage_gb_per_s * GIGA,
             engine_init_s=engine_init_s,
+            api_server_processes=api_server_processes,
         )
 
     result = guarded(run)
@@ -264,7 +278,10 @@ def _outside_table(d: dict[str, Any]) -> None:
     h, n, ld, kv = d["host"], d["network"], d["loading"], d["kv_swap"]
     rows = [
         ("CPU per request (HTTP, JSON, tokenize, stream)", fmt_s(h["cpu_s_per_request"])),
-        ("host saturates at", f"{h['max_requests_per_s']:,.0f} requests/s"),
+        (
+            f"host saturates at ({h['api_server_processes_on_own_cores']} API-server process(es))",
+            f"{h['max_requests_per_s']:,.0f} requests/s",
+        ),
         ("GPUs complete", f"{h['gpu_requests_per_s']:,.3g} requests/s"),
         ("  so the bound is", str(h["bound"])),
         ("network per streamed token", fmt_si(n["wire_bytes_per_output_token"], "B")),

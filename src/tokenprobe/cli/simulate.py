@@ -13,6 +13,13 @@ from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
 from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
+from tokenprobe.cli.frontend_tables import (
+    PAIR_COLUMNS,
+    batch_window_effect,
+    frontend_table,
+    window_table,
+)
+from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
@@ -54,6 +61,7 @@ class ServerFlags:
     gpu_memory_utilization: float | None = None
     capacity_policy: str | None = None
     memory_rule: str | None = None
+    batch_window_s: float | None = None
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
         base = base or SchedulerConfig()
@@ -69,6 +77,7 @@ class ServerFlags:
             gpu_memory_utilization=_given(self.gpu_memory_utilization, base.gpu_memory_utilization),
             capacity_policy=self.capacity_policy or base.capacity_policy,
             memory_rule=self.memory_rule or base.memory_rule,
+            batch_window_s=_given(self.batch_window_s, base.batch_window_s),
         )
 
 
@@ -160,6 +169,36 @@ def simulate_cmd(
             help="With --disaggregate: KV transfer GB/s (default 50 per GPU: 400 Gb/s NICs)"
         ),
     ] = None,
+    api_server_processes: Annotated[
+        int | None,
+        typer.Option(
+            help="Model the API server as a resource: this many single-threaded processes "
+            "(vLLM --api-server-count, default 1) parse, tokenize and stream on the CPU "
+            "(default: a fixed front-end latency)"
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Host whose cores run the API server: catalog name or host TOML file "
+            "(implies --api-server-processes 1 unless given)"
+        ),
+    ] = None,
+    engine_in_api_server: Annotated[
+        bool,
+        typer.Option(
+            "--engine-in-api-server",
+            help="The engine loop runs inside the one API-server process (vLLM V0): the GPU "
+            "waits while that process parses and streams",
+        ),
+    ] = False,
+    batch_window_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Hold admissions up to this long to gather a batch (seed 003 section 6.2); "
+            "the summary compares it with no window"
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -173,6 +212,7 @@ def simulate_cmd(
         gpu_memory_utilization,
         capacity_policy,
         memory_rule,
+        batch_window_s,
     )
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))
@@ -180,7 +220,9 @@ def simulate_cmd(
         _emit_scenario(sc, results, json_out, out)
         return
 
-    def run(progress: ProgressFn | None) -> SimResult | ClusterResult | DisaggResult:
+    def run(
+        progress: ProgressFn | None, window: ServerFlags = flags
+    ) -> SimResult | ClusterResult | DisaggResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -206,7 +248,7 @@ def simulate_cmd(
             efficiency=p.efficiency if p else None, power=p.power if p else None,
         )  # fmt: skip
         common: dict[str, Any] = dict(
-            config=flags.config(engine_defaults(engine, get_gpu(gpu), tp)),
+            config=window.config(engine_defaults(engine, get_gpu(gpu), tp)),
             scheduler=scheduler,
             seed=seed,
             slo_ttft_s=slo_ttft_s,
@@ -214,7 +256,19 @@ def simulate_cmd(
             profile=profile,
             engine=engine,
         )
+        front_end: dict[str, Any] = dict(
+            api_server_processes=api_server_processes,
+            host=host,
+            engine_in_api_server=engine_in_api_server,
+        )
         if replicas != 1 or router != "round-robin" or disaggregate is not None:
+            if api_server_processes is not None or host is not None or engine_in_api_server:
+                raise ConfigError(
+                    "api_server_processes",
+                    api_server_processes,
+                    "the front end is simulated for one replica (not with --replicas or "
+                    "--disaggregate yet)",
+                )
             link = None
             if kv_link_gb_per_s is not None:
                 link = finite("kv_link_gb_per_s", kv_link_gb_per_s, lo=1e-9, hi=1e6) * GIGA
@@ -222,11 +276,14 @@ def simulate_cmd(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, **common,
             )  # fmt: skip
-        return simulate(deployment=dep, workload=wl, progress=progress, **common)
+        return simulate(deployment=dep, workload=wl, progress=progress, **common, **front_end)
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
     result = guarded(lambda: _with_progress(run, show_bar))
     data = result.to_dict()
+    if batch_window_s:  # its effect: the same run without the window
+        plain = guarded(lambda: run(None, replace(flags, batch_window_s=0.0))).to_dict()
+        data["batch_window"] = batch_window_effect(batch_window_s, plain, data)
     if out is not None:
         result.write(out)
     if json_out:
@@ -330,10 +387,6 @@ def _scenario_table(parts: list[dict[str, Any]]) -> None:
     )
 
 
-def _num(x: float | None, digits: int) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
 def _lat(stats: dict[str, float | None]) -> list[str]:
     return [
         "-" if stats[k] is None else fmt_s(stats[k] or 0.0) for k in ("mean", "p50", "p90", "p99")
@@ -344,7 +397,6 @@ LATENCY_COLUMNS = (
     Col("metric", kind="name"),
     *(Col(h, kind="num", justify="right") for h in ("mean", "p50", "p90", "p99")),
 )
-PAIR_COLUMNS = (Col("metric"), Col("value", kind="num", justify="right"))
 
 
 def render_simulation(d: dict[str, Any]) -> None:
@@ -388,6 +440,10 @@ def render_simulation(d: dict[str, Any]) -> None:
         ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
+    if "frontend" in d:
+        frontend_table(d["frontend"])
+    if "batch_window" in d:
+        window_table(d["batch_window"])
     if d.get("per_replica"):
         _render_workers(
             d["per_replica"], f"{d['replicas']} replicas behind the {d['router']} router"

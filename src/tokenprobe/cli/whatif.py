@@ -30,6 +30,9 @@ def whatif_cmd(
     ] = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     host: Annotated[str, typer.Option(help="Host: catalog name or TOML file")] = "default",
+    api_server_processes: Annotated[
+        int, typer.Option(help="API-server processes today (vLLM --api-server-count)")
+    ] = 1,
     uplift: Annotated[float, typer.Option(help="Upgrade size, 0.5 = +50 %")] = 0.5,
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
         "capacity_output_tokens_per_s"
@@ -44,7 +47,10 @@ def whatif_cmd(
             weight_dtype=weight_dtype, kv_dtype=kv_dtype,
         )  # fmt: skip
         work = Workload(input_tokens, output_tokens, batch)
-        return whatif(dep, work, uplift=uplift, target=target, host=get_host(host))
+        return whatif(
+            dep, work, uplift=uplift, target=target, host=get_host(host),
+            api_server_processes=api_server_processes,
+        )  # fmt: skip
 
     result = guarded(run).to_dict()
     if json_out:

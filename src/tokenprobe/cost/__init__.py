@@ -13,7 +13,12 @@ from tokenprobe.cost.efficiency import (
 )
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
-from tokenprobe.cost.host import DEFAULT_ENGINE_INIT_S, HostModel
+from tokenprobe.cost.host import (
+    DEFAULT_API_SERVER_PROCESSES,
+    DEFAULT_ENGINE_INIT_S,
+    HostModel,
+    check_processes,
+)
 from tokenprobe.cost.memory import (
     DEFAULT_BUDGET,
     MEMORY_RULES,
@@ -30,6 +35,7 @@ from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
 
 __all__ = [
+    "DEFAULT_API_SERVER_PROCESSES",
     "DEFAULT_BUDGET",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_ENGINE_INIT_S",
@@ -53,6 +59,7 @@ __all__ = [
     "StepCost",
     "Workload",
     "allreduce_time_s",
+    "check_processes",
     "compute_bound_batch",
     "estimate",
     "estimate_deployment",

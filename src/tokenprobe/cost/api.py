@@ -8,7 +8,12 @@ from tokenprobe.cost.deployment import MAX_GPUS, make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import EnergyPrices, PowerModel
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
-from tokenprobe.cost.host import DEFAULT_ENGINE_INIT_S, HostModel
+from tokenprobe.cost.host import (
+    DEFAULT_API_SERVER_PROCESSES,
+    DEFAULT_ENGINE_INIT_S,
+    HostModel,
+    check_processes,
+)
 from tokenprobe.cost.memory import MemoryBudget
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec, get_host
@@ -86,6 +91,7 @@ def estimate(
     cpu_offload_bytes: float = 0.0,
     storage_bytes_per_s: float | None = None,
     engine_init_s: float = DEFAULT_ENGINE_INIT_S,
+    api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -125,6 +131,7 @@ def estimate(
         workload,
         host=host_model,
         host_spec=get_host(host),
+        api_server_processes=check_processes(api_server_processes),
         budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
         prices=EnergyPrices(
             pue=pue,

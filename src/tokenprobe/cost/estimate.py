@@ -23,7 +23,7 @@ import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import EnergyPrices, joules_to_kwh_per_million
-from tokenprobe.cost.host import HostModel, host_stage
+from tokenprobe.cost.host import DEFAULT_API_SERVER_PROCESSES, HostModel, host_stage
 from tokenprobe.cost.io import kv_swap_stage, load_stage
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
 from tokenprobe.cost.network import network_stage
@@ -307,12 +307,25 @@ def throughput_by_batch(
 
 
 def outside_gpu_stages(
-    dep: Deployment, w: Workload, host: HostModel, host_spec: HostSpec, e2e_s: float
+    dep: Deployment,
+    w: Workload,
+    host: HostModel,
+    host_spec: HostSpec,
+    e2e_s: float,
+    api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
 ) -> dict[str, Any]:
     """Host CPU (E8), network (E9), model loading (E10) and KV swap (E11) for this workload;
-    the host is the bound when the GPUs finish requests faster than its cores can serve them."""
+    the host is the bound when the GPUs finish requests faster than its API-server processes
+    can serve them (cost/host.py: one core per process)."""
     host_part = host_stage(
-        host, host_spec.cpu_cores, w.input_tokens, w.output_tokens, dep.model.name
+        host,
+        host_spec.cpu_cores,
+        w.input_tokens,
+        w.output_tokens,
+        dep.model.name,
+        api_server_processes=api_server_processes,
+        cpu_core_speed=host_spec.cpu_core_speed,
+        num_gpus=dep.num_gpus,
     )
     gpu_rps = w.batch / e2e_s
     host_part["gpu_requests_per_s"] = gpu_rps
@@ -337,14 +350,16 @@ def estimate_deployment(
     budget: MemoryBudget = DEFAULT_BUDGET,
     prices: EnergyPrices | None = None,
     find_compute_bound: bool = True,
+    api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
 ) -> Estimate:
     w, host = workload, host or HostModel()
+    host_spec = host_spec or get_host("default")
     pre_shape = BatchShape.prefill(w.input_tokens, w.batch)
     pre = step_cost(dep, pre_shape)
     prefill = _stage(dep, pre_shape, pre, pre.time_s, pre.energy_j)
     ttft = {
         "queue_s": 0.0,
-        "tokenize_s": host.tokenize_s(w.input_tokens),
+        "tokenize_s": host.tokenize_s(w.input_tokens) / host_spec.cpu_core_speed,
         "frontend_s": dep.efficiency.request_overhead_s,
         "prefill_s": pre.time_s,
         "network_s": host.network_s(),
@@ -372,7 +387,7 @@ def estimate_deployment(
     memory = memory_report(dep, context, budget, batch=w.batch)
     e2e_s = sum(ttft.values()) + (w.output_tokens - 1) * tpot
     outside = (
-        outside_gpu_stages(dep, w, host, host_spec or get_host("default"), e2e_s)
+        outside_gpu_stages(dep, w, host, host_spec, e2e_s, api_server_processes)
         if find_compute_bound
         else {}
     )

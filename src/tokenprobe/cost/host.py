@@ -6,8 +6,26 @@ Per request, the API server's CPU does (OpenAI-compatible servers such as vLLM's
           + input_tokens / tokenizer_tokens_per_s
           + output_tokens · (detokenize_s_per_token + sse_chunk_s)
 
-and the host saturates at `cores / cpu_s` requests per second (one request's CPU work is serial,
-requests spread over cores). Parameters and where their defaults come from (all are meant to be
+split into what a request costs before it reaches the engine (`admission_cpu_s`: HTTP, JSON,
+TLS, tokenizer) and what each streamed token costs after the engine produced it
+(`token_cpu_s`: detokenize, SSE chunk, its TLS bytes). All of it runs in ONE API-server process:
+vLLM V1's API server is a single asyncio (uvloop) process that parses the request, tokenizes it
+(its input processor), hands it to the engine-core process over ZMQ, and runs AsyncLLM's
+`output_handler` task, whose OutputProcessor detokenizes every new token before the request's
+generator serialises its SSE chunk (vllm-project/vllm@00080ee1:vllm/v1/engine/async_llm.py,
+`generate`, `_run_output_handler`; docs/design/arch_overview.md@03f97cce: "By default, there is
+1 API server process ... configured with the `--api-server-count` flag"). The GIL keeps one
+process on one core, so the front end saturates at
+
+    max_requests_per_s = processes / cpu_s          (`host_stage`)
+
+with `processes` = `--api-server-count` (vLLM's default 1; `DEFAULT_API_SERVER_PROCESSES`),
+capped by the cores left over by the engine-core process and one worker per GPU (each a busy
+loop on its own core, arch_overview.md's process table). All CPU seconds are on the reference core
+the defaults below describe; a host's `cpu_core_speed` (hardware.HostSpec: relative single-thread
+speed, 1.0 = that core) divides them. The engine core's own per-step CPU work (scheduling,
+sampling) is not here: it is `Efficiency.step_overhead_s` / `seq_overhead_s` in every step's time
+(cost/step.py `host_time_s`). Parameters and where their defaults come from (all are meant to be
 replaced by measurements on the user's host: `benchmarks/host_costs.py` measures JSON parsing,
 SSE chunk serialisation and a real BPE tokenizer (llama.cpp's, through its /tokenize endpoint)
 on the machine it runs on; on this project's 2-core dev box: ~1 GB/s JSON of a plain-ASCII
@@ -39,6 +57,9 @@ from tokenprobe.files import finite
 from tokenprobe.units import GIGA, MEGA, MICRO, MILLI
 
 DEFAULT_ENGINE_INIT_S = 20.0  # engine start-up after the weights are in: cost/io.py cites it
+# vLLM's `--api-server-count` default (docs/design/arch_overview.md@03f97cce, process table)
+DEFAULT_API_SERVER_PROCESSES = 1
+MAX_API_SERVER_PROCESSES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,38 +101,85 @@ class HostModel:
     def network_s(self) -> float:
         return self.network_rtt_s
 
+    def admission_cpu_s(self, input_tokens: int, model_name: str) -> float:
+        """CPU seconds of a request before the engine sees it: HTTP + JSON + TLS + tokenizer."""
+        req_bytes = request_bytes(input_tokens, model_name)
+        return (
+            self.http_request_s
+            + req_bytes / self.json_bytes_per_s
+            + self._tls_s(req_bytes + response_bytes(0, model_name), handshake=True)
+            + self.tokenize_s(input_tokens)
+        )
+
+    def token_cpu_s(self, model_name: str) -> float:
+        """CPU seconds of one streamed output token: detokenize + its SSE chunk (+ TLS bytes)."""
+        chunk = response_bytes(1, model_name) - response_bytes(0, model_name)
+        return self.detokenize_s_per_token + self.sse_chunk_s + self._tls_s(chunk, handshake=False)
+
+    def _tls_s(self, nbytes: float, *, handshake: bool) -> float:
+        if not self.tls:
+            return 0.0
+        shake = self.tls_handshake_s / self.requests_per_connection if handshake else 0.0
+        return shake + nbytes / self.tls_bytes_per_s
+
     def request_cpu_s(
         self, input_tokens: int, output_tokens: int, model_name: str
     ) -> dict[str, float]:
-        """CPU seconds one request costs the API server, by part."""
+        """CPU seconds one request costs the API server, by part (their sum is
+        admission_cpu_s + output_tokens x token_cpu_s)."""
         req_bytes = request_bytes(input_tokens, model_name)
         resp_bytes = response_bytes(output_tokens, model_name)
-        tls_s = 0.0
-        if self.tls:
-            tls_s = (
-                self.tls_handshake_s / self.requests_per_connection
-                + (req_bytes + resp_bytes) / self.tls_bytes_per_s
-            )
         return {
             "http_s": self.http_request_s,
             "json_s": req_bytes / self.json_bytes_per_s,
-            "tls_s": tls_s,
+            "tls_s": self._tls_s(req_bytes + resp_bytes, handshake=True),
             "tokenize_s": self.tokenize_s(input_tokens),
             "detokenize_s": output_tokens * self.detokenize_s_per_token,
             "stream_s": output_tokens * self.sse_chunk_s,
         }
 
 
+def api_server_cores(cpu_cores: int, num_gpus: int) -> int:
+    """Cores the API-server processes can have: the engine-core process and one worker process
+    per GPU each spin on a core of their own (arch_overview.md's process table), at least 1."""
+    return max(1, cpu_cores - 1 - num_gpus)
+
+
+def check_processes(processes: object) -> int:
+    """`--api-server-processes` as an integer in [1, MAX_API_SERVER_PROCESSES] (ConfigError)."""
+    ok = isinstance(processes, int) and not isinstance(processes, bool)
+    if not ok or not 1 <= processes <= MAX_API_SERVER_PROCESSES:  # type: ignore[operator]
+        raise ConfigError(
+            "api_server_processes", processes, f"an integer in [1, {MAX_API_SERVER_PROCESSES}]"
+        )
+    return processes  # type: ignore[return-value]
+
+
 def host_stage(
-    host: HostModel, cpu_cores: int, input_tokens: int, output_tokens: int, model_name: str
+    host: HostModel,
+    cpu_cores: int,
+    input_tokens: int,
+    output_tokens: int,
+    model_name: str,
+    *,
+    api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
+    cpu_core_speed: float = 1.0,
+    num_gpus: int = 1,
 ) -> dict[str, Any]:
-    """Per-request CPU cost and the request rate at which the host's cores saturate (E8)."""
-    parts = host.request_cpu_s(input_tokens, output_tokens, model_name)
+    """Per-request CPU cost and the request rate at which the API-server processes saturate:
+    processes (at most the cores left to them) / CPU seconds per request (E8)."""
+    parts = {k: v / cpu_core_speed for k, v in host.request_cpu_s(
+        input_tokens, output_tokens, model_name
+    ).items()}  # fmt: skip
     cpu_s = sum(parts.values())
+    serving = min(check_processes(api_server_processes), api_server_cores(cpu_cores, num_gpus))
     return {
         "cpu_s_per_request": cpu_s,
         "cpu_s_by_part": parts,
         "cpu_cores": float(cpu_cores),
+        "cpu_core_speed": cpu_core_speed,
+        "api_server_processes": api_server_processes,
+        "api_server_processes_on_own_cores": serving,
         "requests_per_s_per_core": 1.0 / cpu_s,
-        "max_requests_per_s": cpu_cores / cpu_s,
+        "max_requests_per_s": serving / cpu_s,
     }

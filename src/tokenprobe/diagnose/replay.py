@@ -11,7 +11,9 @@ saw. The server: the run config's deployment
 (`RunConfig.deployment`, priced by `sim.price_deployment`: profile values and power limit
 included), the engine preset `engine` (default: the config's engine, else the one the
 server says it is, else vLLM) with the recorded scheduler settings on top, and the run's
-seed. A simulated run replayed this way reproduces itself: that is what the replay is checked by.
+seed, and the serving front end the run recorded (`config["frontend"]`: API-server processes,
+core speed, engine in the API server; sim/frontend.py). A simulated run replayed this way
+reproduces itself: that is what the replay is checked by.
 
 Rows: TTFT, TPOT and ITL at p50/p90/p99, requests/s and output tokens/s, queueing (the
 records' queue_s; the mean of requests waiting, from the server's /metrics or the simulator's
@@ -27,6 +29,7 @@ percentiles alone hide.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,7 @@ from tokenprobe.diagnose.costview import deployment_of
 from tokenprobe.diagnose.findings import Finding
 from tokenprobe.energy_join import EnergyReport
 from tokenprobe.errors import TokenprobeError
+from tokenprobe.hardware import get_host
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, RunConfig
 from tokenprobe.sim import (
@@ -76,6 +80,25 @@ def _shared_prefix_tokens(rc: RunConfig) -> int:
     `shared_prefix_tokens`); 0 when it does not (bench sends fresh prompts)."""
     value = (rc.workload or {}).get("shared_prefix_tokens")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def recorded_frontend(run: Run) -> dict[str, Any]:
+    """simulate()'s front-end arguments as the run recorded them (`config["frontend"]`), {} when
+    it recorded none: the host as its core speed on the default host (a host file's name is not
+    a catalog name), the process count and whether the engine ran in the API server."""
+    front = run.config.get("frontend")
+    if not isinstance(front, dict):
+        return {}
+    host = get_host("default")
+    speed = front.get("cpu_core_speed")
+    if isinstance(speed, int | float) and not isinstance(speed, bool) and speed > 0:
+        host = dataclasses.replace(host, cpu_core_speed=float(speed))
+    n = front.get("api_server_processes")
+    return {
+        "host": host,
+        "api_server_processes": n if isinstance(n, int) and not isinstance(n, bool) else None,
+        "engine_in_api_server": front.get("engine_in_api_server") is True,
+    }
 
 
 def _specs(records: list[RequestRecord], prefix_tokens: int = 0) -> list[RequestSpec]:
@@ -197,6 +220,7 @@ def replay_comparison(
             trace_requests=min(len(specs), MAX_TRACED),
             profile=rc.deployment.profile,
             engine=preset,
+            **recorded_frontend(run),
         )
     except TokenprobeError as exc:
         notes.append(f"no replay: {exc}")

@@ -19,7 +19,11 @@ in flight.
   timeouts or requests waiting ≥ QUEUE_SHARE of busy time.
 - CPU-bound: GPU utilization ≤ GPU_IDLE_UTIL while busy (or no GPU at all), with the host CPU
   ≥ CPU_SATURATED on average or the server process ≥ PROCESS_PEGGED of a core for ≥ half of the
-  busy time.
+  busy time. Or, where the records carry the wait in front of the API-server processes (the
+  simulator's front end, `RequestRecord.frontend_wait_s`), those processes pegged so, with
+  requests waiting longer in front of them (mean ≥ FRONTEND_WAIT_MIN_S) than in the engine's
+  queue: vLLM V1's engine core steps whatever it holds, so a starved GPU can still read busy
+  (running small batches at low power); the queue's place says which side sets the rate.
 - communication-bound: more than one GPU, and a communication share ≥ COMM_SHARE in the cost
   model, or PCIe traffic ≥ PCIE_BUSY of the host link.
 - bursty arrivals: dispersion index var/mean of arrivals per window ≥ BURSTY_DISPERSION (Poisson

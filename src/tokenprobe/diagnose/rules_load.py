@@ -23,8 +23,12 @@ from tokenprobe.diagnose.context import (
     rounded,
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
+from tokenprobe.diagnose.frontend_effect import more_processes_effect
 from tokenprobe.diagnose.signals import Signals
 from tokenprobe.metrics import prefix_cache_hit_rate
+from tokenprobe.records import Run
+
+FRONTEND_WAIT_MIN_S = 0.01  # a mean wait in front of the API server worth calling a queue
 
 
 def kv_capacity_bound(ctx: Context) -> Verdict:
@@ -82,7 +86,30 @@ def _prefix_reuse_text(ctx: Context, hit: float | None) -> str:
     )
 
 
+def _frontend_queue(run: Run) -> Evidence | None:
+    """The queue in front of the API-server processes from the records' `frontend_wait_s` (the
+    simulator's front end), beside the engine's own queue (`queue_s`); None when not recorded."""
+    waits = [r.frontend_wait_s for r in run.records if r.frontend_wait_s is not None]
+    if not waits:
+        return None
+    engine = [r.queue_s for r in run.records if r.queue_s is not None]
+    duration = run.duration_s or max((r.finish_s or 0.0) for r in run.records)
+    front = run.config.get("frontend") or {}
+    return {
+        "frontend_wait_mean_s": rounded(float(np.mean(waits)), 4),
+        "frontend_wait_p90_s": rounded(float(np.percentile(waits, 90)), 4),
+        "frontend_queue_mean": rounded(sum(waits) / duration if duration else None, 1),
+        "engine_queue_mean_s": rounded(float(np.mean(engine)) if engine else None, 4),
+        "api_server_processes": front.get("api_server_processes"),
+    }
+
+
 def cpu_bound(ctx: Context) -> Verdict:
+    """Fires on a saturated host with an idle GPU, or (where the run records the queue in front
+    of the API-server processes: the simulator's front end) on pegged API-server processes with
+    requests waiting longer in front of them than in the engine's own queue: the front end, not
+    the GPU, sets the rate. vLLM V1's engine core keeps stepping whatever it holds, so such a
+    GPU can read busy while it runs small batches; its busy share is evidence, not the test."""
     sig, name = ctx.sig, "cpu-bound"
     if sig.cpu_util is None and sig.process_cpu is None:
         return Verdict(name, "skipped", "no host samples")
@@ -102,24 +129,82 @@ def cpu_bound(ctx: Context) -> Verdict:
         "gpu_util_busy": rounded(gpu_util),
         "gpu_source": sig.gpu_source,
     }
+    front = _frontend_queue(ctx.run)
+    evidence.update(front or {})
     saturated = (cpu or 0.0) >= CPU_SATURATED or (pegged or 0.0) >= 0.5
     gpu_idle = gpu_util is None or gpu_util <= GPU_IDLE_UTIL
-    if not (saturated and gpu_idle):
+    queued_in_front = front is not None and float(front["frontend_wait_mean_s"] or 0.0) > max(
+        FRONTEND_WAIT_MIN_S, float(front["engine_queue_mean_s"] or 0.0)
+    )
+    if not (saturated and (gpu_idle or queued_in_front)):
         gpu_text = "no GPU" if gpu_util is None else f"GPU busy {gpu_util:.0%}"
         return Verdict(
             name, "clear", f"host CPU {cpu or 0:.0%}, process pegged {pegged or 0:.0%}, {gpu_text}"
         )
+    shared = bool((ctx.run.config.get("frontend") or {}).get("engine_in_api_server"))
+    if queued_in_front and front is not None and not (shared and gpu_idle):
+        return Verdict.fired(_frontend_finding(name, ctx.run, front, pegged, gpu_util, evidence))
     gpu_text = "no GPU in the run" if gpu_util is None else f"GPU busy only {gpu_util:.0%}"
+    host_text = "" if cpu is None else f" the host CPU is at {cpu:.0%} and"
+    action = (
+        "The API-server process also runs the engine loop, so the GPU waits while it parses and "
+        "streams: run the engine in a process of its own (vLLM V1's engine core) with enough "
+        "API-server processes (--api-server-count), or use a faster CPU core."
+        if shared
+        else "The host is the bottleneck: give the server more CPU threads/cores, take "
+        "tokenization and detokenization off the critical path, use a faster CPU, or serve "
+        "from a GPU."
+    )
     finding = Finding(
         name,
         "warning",
-        f"{gpu_text} while the host CPU is at {cpu or 0:.0%} and the server process holds a full "
-        f"core {pegged or 0:.0%} of the busy time",
+        f"{gpu_text} while{host_text} the server process holds a full core "
+        f"{pegged or 0:.0%} of the busy time",
         evidence,
-        "The host is the bottleneck: give the server more CPU threads/cores, take tokenization and "
-        "detokenization off the critical path, use a faster CPU, or serve from a GPU.",
+        action,
     )
     return Verdict.fired(finding)
+
+
+def _effect_text(run: Run, processes: int, evidence: Evidence) -> str:
+    """The simulated effect of `processes` API-server processes, when cheap to simulate."""
+    effect = more_processes_effect(run, processes)
+    if effect is None:
+        return ""
+    ttft = effect["ttft_p50_s"]
+    evidence[f"simulated_requests_per_s_with_{processes}_processes"] = rounded(
+        effect["requests_per_s"], 2
+    )
+    evidence[f"simulated_ttft_p50_s_with_{processes}_processes"] = rounded(ttft, 4)
+    return (
+        f" (simulated on the same arrivals: {effect['requests_per_s']:,.1f} requests/s, "
+        f"TTFT p50 {ttft:.3g} s)"
+    )
+
+
+def _frontend_finding(
+    name: str,
+    run: Run,
+    front: Evidence,
+    pegged: float | None,
+    gpu_util: float | None,
+    evidence: Evidence,
+) -> Finding:
+    n = int(front.get("api_server_processes") or 1)
+    gpu_text = "" if gpu_util is None else f"; the GPU steps {gpu_util:.0%} of the time"
+    effect = _effect_text(run, 2 * n, evidence)
+    return Finding(
+        name,
+        "warning",
+        f"The {n} API-server process(es) are pegged {pegged or 0:.0%} of the busy time and "
+        f"requests wait {front['frontend_wait_mean_s']:.3g} s on average in front of them "
+        f"({front['frontend_queue_mean']} queued), vs {front['engine_queue_mean_s'] or 0:.3g} s "
+        f"in the engine's queue{gpu_text}: the front end sets the request rate",
+        evidence,
+        f"More API-server processes (vLLM --api-server-count {2 * n}{effect}; "
+        f"`tokenprobe simulate ... --api-server-processes {2 * n}`), a faster CPU core, or less "
+        "work per token in the front end (fewer, larger stream chunks).",
+    )
 
 
 def _per_window(sig: Signals) -> tuple[np.ndarray, np.ndarray | None, float]:
@@ -188,8 +273,9 @@ def bursty_arrivals(ctx: Context) -> Verdict:
         f"Arrivals come in waves (dispersion index {dispersion:.1f}, Poisson gives 1){aligned}",
         evidence,
         "The GPU idles between bursts and queues during them: smooth the load (an admission queue, "
-        "rate limits, offline work scheduled into the troughs) or provision for the peak and cap "
-        "power in the troughs.",
+        "rate limits, offline work scheduled into the troughs; `tokenprobe simulate ... "
+        "--batch-window-s W` shows what gathering requests for W seconds does to TTFT and J per "
+        "token) or provision for the peak and cap power in the troughs.",
     )
     return Verdict.fired(finding)
 

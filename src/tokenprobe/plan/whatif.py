@@ -6,8 +6,12 @@ metric. Metrics:
 - ttft_s, tpot_s: of the user's request shape at the user's batch;
 - capacity_output_tokens_per_s: decode throughput at the largest batch that fits the KV cache
   (capped at the engine's max_num_seqs, vLLM's 256 by default): what HBM capacity buys;
-- served_requests_per_s: min(GPU requests/s at that batch, host CPU saturation rate): what CPU
-  cores buy (nothing, unless the host is the bound);
+- served_requests_per_s: min(GPU requests/s at that batch, host CPU saturation rate): what the
+  CPU buys (nothing, unless the host is the bound). The host saturates at API-server processes /
+  CPU seconds per request (cost/host.py: one core per process), so the CPU upgrades are a faster
+  core (`cpu_core_speed`: every CPU second shorter), more API-server processes
+  (`api_server_processes`, rounded up; a server setting, no hardware) and more cores
+  (`cpu_cores`: only when the processes outnumber the cores left to them);
 - max_concurrent_requests, joules_per_output_token.
 
 The power-cap curve (E14, seed 003: "70 % of TDP for ~10 % speed") re-runs the estimate under
@@ -17,16 +21,19 @@ caps from 40 % to 100 % of TDP: see cost/energy.py for the DVFS model behind it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tokenprobe.cost import (
+    DEFAULT_API_SERVER_PROCESSES,
     DEFAULT_BUDGET,
     Deployment,
     Estimate,
     MemoryBudget,
     Workload,
+    check_processes,
     estimate_deployment,
 )
 from tokenprobe.errors import ConfigError
@@ -69,6 +76,10 @@ def _cpu_cores(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployment, H
     return dep, dataclasses.replace(host, cpu_cores=max(1, round(host.cpu_cores * f)))
 
 
+def _cpu_core_speed(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployment, HostSpec]:
+    return dep, dataclasses.replace(host, cpu_core_speed=host.cpu_core_speed * f)
+
+
 RESOURCES: dict[str, Upgrade] = {
     "hbm_capacity": _hbm_capacity,
     "hbm_bandwidth": _hbm_bandwidth,
@@ -76,6 +87,11 @@ RESOURCES: dict[str, Upgrade] = {
     "interconnect": _interconnect,
     "host_link": _host_link,
     "cpu_cores": _cpu_cores,
+    "cpu_core_speed": _cpu_core_speed,
+}
+# Server settings upgraded like a resource: processes -> processes after the uplift.
+SETTINGS: dict[str, Callable[[int, float], int]] = {
+    "api_server_processes": lambda n, f: math.ceil(n * f),
 }
 # For each metric, whether larger is better (used to rank the upgrades).
 METRICS = {
@@ -89,16 +105,26 @@ METRICS = {
 
 
 def _metrics(
-    dep: Deployment, host: HostSpec, workload: Workload, budget: MemoryBudget
+    dep: Deployment,
+    host: HostSpec,
+    workload: Workload,
+    budget: MemoryBudget,
+    processes: int = DEFAULT_API_SERVER_PROCESSES,
 ) -> dict[str, float]:
-    est = estimate_deployment(dep, workload, host_spec=host, budget=budget)
+    est = estimate_deployment(
+        dep, workload, host_spec=host, budget=budget, api_server_processes=processes
+    )
     concurrent = est.memory.max_concurrent_requests
     cap_batch = min(concurrent, budget.max_num_seqs)
     served = 0.0
     capacity = 0.0
     if cap_batch >= 1:
         at_cap = estimate_deployment(
-            dep, dataclasses.replace(workload, batch=cap_batch), host_spec=host, budget=budget
+            dep,
+            dataclasses.replace(workload, batch=cap_batch),
+            host_spec=host,
+            budget=budget,
+            api_server_processes=processes,
         )
         capacity = at_cap.output_tokens_per_s
         host_rps = float(at_cap.outside_gpu["host"]["max_requests_per_s"])
@@ -184,16 +210,21 @@ def whatif(
     target: str = "capacity_output_tokens_per_s",
     host: HostSpec | None = None,
     budget: MemoryBudget = DEFAULT_BUDGET,
+    api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
 ) -> WhatIf:
-    """Upgrade each resource by `uplift` (0.5 = +50 %) and rank them by `target`."""
+    """Upgrade each resource (and server setting) by `uplift` (0.5 = +50 %) and rank them by
+    `target`."""
     if not 0 < uplift <= 10:
         raise ConfigError("uplift", uplift, "a fraction in (0, 10], e.g. 0.5 for +50 %")
     if target not in METRICS:
         raise ConfigError("target", target, f"one of {', '.join(METRICS)}")
     host = host or get_host("default")
-    base = _metrics(dep, host, workload, budget)
+    n = check_processes(api_server_processes)
+    base = _metrics(dep, host, workload, budget, n)
     upgraded = {
-        name: _metrics(*fn(dep, host, 1.0 + uplift), workload, budget)
+        name: _metrics(*fn(dep, host, 1.0 + uplift), workload, budget, n)
         for name, fn in RESOURCES.items()
     }
+    for name, setting in SETTINGS.items():
+        upgraded[name] = _metrics(dep, host, workload, budget, setting(n, 1.0 + uplift))
     return WhatIf(base, upgraded, uplift, target, power_cap_curve(dep, workload))

@@ -31,6 +31,8 @@ class RequestRecord:
       simulator keeps them only for a sample of requests on big runs); then ITL is not known for
       this request but TTFT/TPOT/E2E still are.
     - `queue_s`: server-side waiting before the first scheduling, when known (the simulator knows).
+    - `frontend_wait_s`: waiting in front of the server's API-server process before it started
+      parsing the request (the simulator's front end, sim/frontend.py; None when not modelled).
 
     `error_kind` None means success; otherwise e.g. "http_500", "timeout", "disconnect",
     "malformed_stream", "rejected_too_long". `token_count_source` says where `output_tokens` came
@@ -51,6 +53,7 @@ class RequestRecord:
     error_message: str | None = None
     token_count_source: str = "usage"
     extra: dict[str, float | str] = field(default_factory=dict)
+    frontend_wait_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -304,6 +307,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "error_message": _OPT_STR,
     "token_count_source": (str,),
     "extra": (dict,),
+    "frontend_wait_s": _OPT_FLOAT,
 }
 _TELEMETRY_TYPES: dict[str, tuple[type, ...]] = {
     f.name: (_FLOAT if f.name == "t_s" else _OPT_FLOAT) for f in fields(TelemetrySample)
@@ -348,7 +352,14 @@ def _check_record(r: RequestRecord, where: str) -> None:
     """Run-relative times are >= 0 and in order (sent <= first token <= finish), counts >= 0:
     a record that breaks this is not one tokenprobe wrote, and metrics would report negative
     latencies from it."""
-    for name in ("scheduled_s", "sent_s", "first_token_s", "finish_s", "queue_s"):
+    for name in (
+        "scheduled_s",
+        "sent_s",
+        "first_token_s",
+        "finish_s",
+        "queue_s",
+        "frontend_wait_s",
+    ):
         value = getattr(r, name)
         if value is not None and value < 0:
             raise SchemaError(where, f"{name}={value!r} is a negative time")

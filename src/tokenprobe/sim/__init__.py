@@ -2,6 +2,7 @@
 
 engine.py      heapq event loop: arrivals, step completions, idle power
 engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-LLM)
+frontend.py    the API-server processes (HTTP, tokenize, detokenize, SSE) as a CPU resource
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
@@ -28,6 +29,7 @@ from tokenprobe.sim.cluster import ROUTERS, ClusterResult
 from tokenprobe.sim.disagg import DisaggResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.runconfig import (
     DEFAULT_ENGINE,
@@ -48,6 +50,7 @@ __all__ = [
     "TRTLLM_SERVE",
     "ClusterResult",
     "DisaggResult",
+    "Frontend",
     "ProgressFn",
     "Scenario",
     "ScenarioPart",

@@ -7,26 +7,32 @@ from its memory model (`kv_capacity_tokens` at `gpu_memory_utilization`), in blo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from tokenprobe.cost import (
+    DEFAULT_API_SERVER_PROCESSES,
     BatchShape,
     Deployment,
+    HostModel,
     MemoryBudget,
+    check_processes,
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
     step_cost,
 )
 from tokenprobe.errors import ConfigError
+from tokenprobe.hardware import HostSpec, get_host
 from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
 from tokenprobe.sim.disagg import DisaggResult, Split, run_disaggregated
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.runconfig import deployment_config
@@ -157,14 +163,16 @@ def run_workload(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
+    frontend: Frontend | None = None,
 ) -> SimResult:
     """The simulator without the cost model: any step function and KV pool (tests use this).
-    `frontend_s`: each request's latency through the serving front end (engine.py)."""
+    `frontend_s`: each request's latency through the serving front end (engine.py); `frontend`:
+    the API-server processes as a resource instead (sim/frontend.py)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     ledger = Ledger()
     sched = SCHEDULERS[scheduler](config, pool, ledger)
-    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s)
+    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend)
     requests = workload.generate(np.random.default_rng(seed))
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     result = engine.run(requests, concurrency)
@@ -218,6 +226,10 @@ def simulate(
     exact_steps: bool = False,
     profile: str | None = None,
     engine: str | None = None,
+    api_server_processes: int | None = None,
+    host: str | HostSpec | None = None,
+    host_model: HostModel | None = None,
+    engine_in_api_server: bool = False,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -227,7 +239,16 @@ def simulate(
     `DecodeMemo` (sim/stepcache.py) unless `exact_steps`. `profile` and `engine` name the cost
     profile `deployment` was priced with and the engine preset `config` came from; the run's
     config (`records.RunConfig`) keeps them beside everything that prices the deployment.
-    `simulate_fleet` runs data-parallel replicas of the same deployment behind a router.
+
+    `api_server_processes` (vLLM's `--api-server-count`) and/or `host` (a catalog name, a host
+    TOML file or a HostSpec: its `cpu_core_speed`) put the serving front end in as a resource
+    (sim/frontend.py; costs from `host_model`, default `HostModel()`); with neither, the front end
+    is the fixed latency `Efficiency.request_overhead_s`, as the profiles were fitted.
+    `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
+    GPU waits while that process serves HTTP and streams: sim/frontend.py).
+
+    `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
+    prefill and decode workers.
     """
     slos = (slo_ttft_s, slo_tpot_s)
     dep = deployment or make_deployment(
@@ -248,6 +269,12 @@ def simulate(
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
     step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
+    frontend = None
+    if api_server_processes is not None or host is not None or engine_in_api_server:
+        frontend, front_cfg = make_frontend(
+            dep, api_server_processes, host, host_model, engine_in_api_server
+        )
+        run_config = replace(run_config, extra={**run_config.extra, "frontend": front_cfg})
     return run_workload(
         workload,
         step_fn,
@@ -262,6 +289,7 @@ def simulate(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
         frontend_s=dep.efficiency.request_overhead_s,
+        frontend=frontend,
     )
 
 
@@ -337,3 +365,32 @@ def simulate_fleet(
         workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,
         frontend_s=deployment.efficiency.request_overhead_s, **common,
     )  # fmt: skip
+
+
+def make_frontend(
+    dep: Deployment,
+    processes: int | None,
+    host: str | HostSpec | None,
+    host_model: HostModel | None,
+    engine_in_api_server: bool = False,
+) -> tuple[Frontend, dict[str, Any]]:
+    """The front end of `processes` API servers on `host`'s cores, and what the run records."""
+    spec = host if isinstance(host, HostSpec) else get_host(host or "default")
+    model = host_model or HostModel()
+    n = check_processes(DEFAULT_API_SERVER_PROCESSES if processes is None else processes)
+    front = Frontend.from_host(
+        model,
+        n,
+        dep.model.name,
+        cpu_core_speed=spec.cpu_core_speed,
+        latency_s=dep.efficiency.request_overhead_s,
+        shares_engine=engine_in_api_server,
+    )
+    cfg = {
+        "engine_in_api_server": engine_in_api_server,
+        "api_server_processes": n,
+        "host": spec.name,
+        "cpu_core_speed": spec.cpu_core_speed,
+        "token_cpu_s": front.token_s,
+    }
+    return front, cfg

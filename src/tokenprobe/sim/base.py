@@ -20,6 +20,7 @@ from tokenprobe.sim.state import Ledger, Seq
 MAX_UTILIZATION = "max_utilization"
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
+MAX_BATCH_WINDOW_S = 3600.0  # an hour: far beyond any admission delay worth simulating
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,13 @@ class SchedulerConfig:
         the end, so nothing is ever preempted and fewer requests run at once.
     memory_rule: how the server turns gpu_memory_utilization into KV room ("vllm", "sglang",
         "tensorrt-llm"; `tokenprobe.cost.memory` gives each rule and its source).
+    batch_window_s: hold new admissions until this long after the oldest waiting request
+        reached the scheduler, unless the waiting requests already fill the batch (the free
+        sequence slots or the step's token budget): seed 003 section 6.2's "a small buffer
+        queue, gather requests a little, then batch". 0 (the default) admits at once, as vLLM V1
+        does; vLLM V0's `--scheduler-delay-factor` held prompts the same way (by a multiple of
+        the last prompt's latency, vllm/config.py SchedulerConfig.delay_factor). A preempted
+        request at the head of the queue is never held.
     """
 
     max_num_seqs: int = 256
@@ -52,8 +60,13 @@ class SchedulerConfig:
     gpu_memory_utilization: float = 0.9
     capacity_policy: str = MAX_UTILIZATION
     memory_rule: str = VLLM_RULE
+    batch_window_s: float = 0.0
 
     def __post_init__(self) -> None:
+        window = self.batch_window_s
+        ok = isinstance(window, int | float) and not isinstance(window, bool)
+        if not ok or not 0 <= window <= MAX_BATCH_WINDOW_S:
+            raise ConfigError("batch_window_s", window, f"a time in [0, {MAX_BATCH_WINDOW_S}] s")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
@@ -100,6 +113,10 @@ class Scheduler(Protocol):
 
     pool: BlockPool
     preemptions: int
+    emitted_tokens: int
+    """Output tokens the step last completed produced (streamed to clients by the front end)."""
+    wake_s: float | None
+    """When plan() held admissions (batch window) and nothing ran: when to plan again."""
 
     def add(self, seq: Seq, now_s: float) -> str | None:
         """Queue an arrived request; return a rejection reason when it can never run."""

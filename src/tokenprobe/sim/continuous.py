@@ -57,6 +57,10 @@ class ContinuousScheduler:
         self._decode_allocated = False
         # blocks for a request's whole length at admission (TensorRT-LLM guaranteed-no-evict)
         self._reserve = config.capacity_policy == GUARANTEED_NO_EVICT
+        self.emitted_tokens = 0
+        self.wake_s: float | None = None
+        self._window = config.batch_window_s
+        self._released_s = -1.0  # when a batch window last let its requests in
 
     @property
     def num_waiting(self) -> int:
@@ -66,7 +70,7 @@ class ContinuousScheduler:
     def num_running(self) -> int:
         return len(self.running)
 
-    def add(self, seq: Seq, now_s: float) -> str | None:  # noqa: ARG002  (the Scheduler protocol's signature)
+    def add(self, seq: Seq, now_s: float) -> str | None:
         reason = never_fits_reason(seq, self.pool)
         budget = self.config.max_num_batched_tokens
         if reason is None and not self.config.chunked_prefill and seq.input_tokens > budget:
@@ -75,6 +79,7 @@ class ContinuousScheduler:
                 "and chunked prefill is off"
             )
         if reason is None:
+            seq.ready_s = now_s
             self.waiting.append(seq)
         return reason
 
@@ -87,8 +92,13 @@ class ContinuousScheduler:
         if self.prefilling:
             budget, preempted_now = self._schedule_prefills(step, budget)
             preempted = preempted or preempted_now
+        self.wake_s = None
         if not preempted:
-            if self.waiting and len(self.running) < self.config.max_num_seqs:
+            if (
+                self.waiting
+                and len(self.running) < self.config.max_num_seqs
+                and not (self._window and self._hold(now_s, budget))
+            ):
                 self._admit(now_s, budget)
         elif self._n_dec == 0 and not self._chunks:
             # everything running was preempted: vLLM's next schedule() admits from the queue
@@ -99,6 +109,29 @@ class ContinuousScheduler:
             n = self._n_dec
             return StepPlan(0, 0.0, 0, n, self._ctx_offset + n * step)
         return self._shape(step)
+
+    def _hold(self, now_s: float, budget: int) -> bool:
+        """Batch window: hold admissions while the oldest waiting request is younger than the
+        window and the waiting ones do not fill the batch (free slots or token budget). Once a
+        window is released, the requests that were waiting then are not held again."""
+        head = self.waiting[0]
+        if head.preemptions or head.ready_s <= self._released_s:
+            return False
+        deadline = head.ready_s + self._window
+        if now_s >= deadline or self._fills(budget):
+            self._released_s = now_s
+            return False
+        self.wake_s = deadline
+        return True
+
+    def _fills(self, budget: int) -> bool:
+        slots = self.config.max_num_seqs - len(self.running)
+        tokens = 0
+        for n, seq in enumerate(self.waiting, 1):
+            tokens += seq.target
+            if n >= slots or tokens >= budget:
+                return True
+        return False
 
     def _allocate_decode(self, step: int) -> bool:
         """Blocks for this step's decode tokens; preempt the newest running requests if short."""
@@ -255,7 +288,8 @@ class ContinuousScheduler:
 
     def complete(self, step: int, end_s: float) -> list[Seq]:
         finished: list[Seq] = []
-        if self._chunks:
+        self.emitted_tokens = self._n_dec  # one token per decoding sequence, plus each prompt
+        if self._chunks:  # that completes below
             per_token_j = self.ledger.j_per_token(step)
             for seq, n in self._chunks:
                 seq.computed += n
@@ -275,6 +309,7 @@ class ContinuousScheduler:
     def _prefill_done(self, seq: Seq, step: int, end_s: float, finished: list[Seq]) -> None:
         del self.prefilling[seq.idx]
         seq.generated += 1  # the step that completes a prompt samples one token
+        self.emitted_tokens += 1
         seq.seg_start = step
         if seq.first_token_s is None:
             seq.first_token_s = end_s

@@ -12,7 +12,13 @@ idle spell, so total energy = sum(power x duration) over it, idle time included.
 A request sent at t reaches the scheduler at t + `frontend_s` (`Efficiency.request_overhead_s`:
 the serving front end's HTTP handling, chat template, tokenization and hand-off to the engine
 process, plus the way back of the first chunk), so that latency adds to its TTFT and end-to-end
-time but occupies no GPU step.
+time but occupies no GPU step. With a `Frontend` (sim/frontend.py: the API-server processes as a
+resource) a request reaches the scheduler when its process has done its work, and each step's
+tokens reach the client `Frontend.lag_s[step]` after the step's end (records are built with it,
+result.py); a closed-loop user sends the next request when the last token has arrived.
+
+A scheduler holding admissions (`SchedulerConfig.batch_window_s`) sets `wake_s`, when its window
+ends; an idle engine sets a wake-up event then, so that a lone held request is still served.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim.base import Scheduler, StepPlan
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.state import Ledger, Seq
 from tokenprobe.workload import RequestSpec
 
@@ -35,6 +42,7 @@ ProgressFn = Callable[[int, int], None]
 _STEP_DONE = 0  # applied before arrivals of the same instant: the freed slots are seen by them
 _ARRIVAL = 1
 _ADMIT = 2  # a sent request reaching the scheduler after the front end's latency
+_WAKE = 3  # a batch window ends: plan again
 _PROGRESS_EVERY_STEPS = 2000
 
 
@@ -77,6 +85,7 @@ class EngineResult:
     idle_energy_j: float
     busy_s: float
     frontend_s: float = 0.0
+    frontend: Frontend | None = None
 
 
 class Engine:
@@ -90,9 +99,11 @@ class Engine:
         idle_power_w: float,
         progress: ProgressFn | None = None,
         frontend_s: float = 0.0,
+        frontend: Frontend | None = None,
     ) -> None:
         self.sched = scheduler
         self.frontend_s = frontend_s
+        self.frontend = frontend
         self.ledger = ledger
         self.step_fn = step_fn
         self.idle_power_w = idle_power_w
@@ -153,14 +164,18 @@ class Engine:
                 self._step_done()
             elif kind == _ARRIVAL:
                 self._arrive(payload)
-            else:
+            elif kind == _ADMIT:
                 self._admit(payload)
+            # _WAKE: nothing to apply; the loop plans the next step
 
     def _arrive(self, i: int) -> None:
         self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
         if not self.concurrency:
             self._push_next_arrival(self.clock_s)
-        if self.frontend_s > 0:
+        if self.frontend is not None:
+            ready = self.frontend.admit(i, self.requests[i].input_tokens, self.clock_s)
+            self._push(ready, _ADMIT, i)
+        elif self.frontend_s > 0:
             self._push(self.clock_s + self.frontend_s, _ADMIT, i)
         else:
             self._admit(i)
@@ -173,24 +188,38 @@ class Engine:
             seq.reject_reason = reason
             self._finished()
 
-    def _finished(self) -> None:
-        """One request done (finished or rejected); closed loop: its user sends the next."""
+    def _finished(self, delay_s: float = 0.0) -> None:
+        """One request done (finished or rejected); closed loop: its user sends the next once
+        the last token reached it (`delay_s` after now)."""
         self.done += 1
         if self.concurrency:
-            self._push_next_arrival(self.clock_s)
+            self._push_next_arrival(self.clock_s + delay_s)
 
     def _start_step(self) -> None:
         """Plan and price the next step (the hot path: written for speed, not elegance)."""
         sched, now = self.sched, self.clock_s
+        fe = self.frontend
+        if fe is not None and fe.shares_engine and fe.free_s[0] > now:
+            # one process runs HTTP, streaming and the engine (vLLM V0): the GPU waits for it
+            self.timeline.add(
+                now, None, sched.pool.used_blocks, sched.num_waiting, self.idle_power_w
+            )
+            self._push(fe.free_s[0], _WAKE, 0)
+            return
         plan = sched.plan(self.step, now)
         kv, queue = sched.pool.used_blocks, sched.num_waiting
         if plan is None:
             self.timeline.add(now, None, kv, queue, self.idle_power_w)
+            wake = sched.wake_s
+            if wake is not None and wake > now:
+                self._push(wake, _WAKE, 0)
             return
         time_s, energy_j = self.step_fn(plan)
         if not (0 < time_s < math.inf and energy_j >= 0):
             raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
         end_s = now + time_s
+        if fe is not None and fe.shares_engine:
+            fe.run_engine_step(now, end_s)
         prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
         self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
         rows = self.timeline.rows
@@ -205,10 +234,13 @@ class Engine:
 
     def _step_done(self) -> None:
         finished = self.sched.complete(self.step, self.clock_s)
+        lag = 0.0
+        if self.frontend is not None:
+            lag = self.frontend.stream(self.clock_s, self.sched.emitted_tokens)
         self.step += 1
         self.busy = False
         for _ in finished:
-            self._finished()
+            self._finished(lag)
         if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
             self.progress(self.done, len(self.requests))
 
@@ -260,6 +292,10 @@ class Engine:
             raise SimulationError(f"requests neither finished nor rejected: {stuck[:10]}")
         if self.progress is not None:
             self.progress(self.done, len(self.requests))
+        if self.frontend is not None and self.frontend.done_s > self.clock_s:
+            # the last tokens are still being streamed: the run lasts until they are out
+            self.idle_energy_j += self.idle_power_w * (self.frontend.done_s - self.clock_s)
+            self.clock_s = self.frontend.done_s
         return EngineResult(
             seqs=seqs,
             ledger=self.ledger,
@@ -270,4 +306,5 @@ class Engine:
             idle_energy_j=self.idle_energy_j,
             busy_s=self.busy_s,
             frontend_s=self.frontend_s,
+            frontend=self.frontend,
         )

@@ -31,7 +31,13 @@ from tokenprobe.units import JOULES_PER_KWH, MEGA
 REJECTED = "rejected_too_long"
 
 
-def _record(seq: Seq, result: EngineResult, traced: bool, prefix_caching: bool) -> RequestRecord:
+def _record(
+    seq: Seq,
+    result: EngineResult,
+    traced: bool,
+    delivered: list[float] | None,
+    prefix_caching: bool,
+) -> RequestRecord:
     spec = seq.spec
     if seq.reject_reason is not None:
         return RequestRecord(
@@ -47,20 +53,28 @@ def _record(seq: Seq, result: EngineResult, traced: bool, prefix_caching: bool) 
             token_count_source="sim",
         )
     # waiting for a slot starts once the front end has handed the request over
-    ready_s = seq.arrival_s + result.frontend_s
+    ready_s = seq.ready_s if result.frontend is not None else seq.arrival_s + result.frontend_s
     queue = None if seq.first_sched_s is None else seq.first_sched_s - ready_s
+    first_s, finish_s, wait_s = seq.first_token_s, seq.finish_s, None
+    times = result.ledger.token_times_s(seq.segments, delivered) if traced else []
+    if delivered is not None and result.frontend is not None:
+        # tokens reach the client after the API-server process streamed them
+        wait_s = result.frontend.wait_s.get(seq.idx)
+        if seq.segments:
+            first_s, finish_s = delivered[seq.segments[0][0]], delivered[seq.segments[-1][1]]
     return RequestRecord(
         request_id=spec.request_id,
         scheduled_s=seq.arrival_s,
         sent_s=seq.arrival_s,
-        first_token_s=seq.first_token_s,
-        finish_s=seq.finish_s,
+        first_token_s=first_s,
+        finish_s=finish_s,
         input_tokens=spec.input_tokens,
         output_tokens=seq.generated,
-        token_times_s=result.ledger.token_times_s(seq.segments) if traced else [],
+        token_times_s=times,
         queue_s=queue,
         token_count_source="sim",
         extra=_extra(seq, prefix_caching),
+        frontend_wait_s=wait_s,
     )
 
 
@@ -81,8 +95,12 @@ def build_records(
     admission found cached (`server_cached_tokens`, as a server's usage block does)."""
     n = len(result.seqs)
     stride = max(1, -(-n // trace_requests)) if trace_requests > 0 else 0
+    delivered = None
+    if result.frontend is not None:
+        lags = result.frontend.lag_s
+        delivered = [end + lag for end, lag in zip(result.ledger.step_end_s, lags, strict=True)]
     return [
-        _record(seq, result, stride > 0 and i % stride == 0, prefix_caching)
+        _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
         for i, seq in enumerate(result.seqs)
     ]
 
@@ -139,12 +157,14 @@ class SimResult:
 
     def run(self, with_timeline: bool = True) -> Run:
         timeline = self.timeline_points() if with_timeline else []
+        fe = self.engine.frontend
         return Run(
             kind="simulated",
             config=self.config,
             records=self.records,
             timeline=timeline,
             duration_s=self.engine.end_s,
+            host=fe.host_samples(self.engine.end_s) if fe is not None and with_timeline else [],
         )
 
     def timeline_points(self) -> list[TimelinePoint]:
@@ -173,7 +193,25 @@ class SimResult:
             "steps": self.engine.steps,
             "busy_fraction": self.engine.busy_s / self.engine.end_s if self.engine.end_s else None,
             "itl_traced_requests": traced,
+            **({"frontend": self.frontend_summary()} if self.engine.frontend is not None else {}),
             "config": self.config,
+        }
+
+    def frontend_summary(self) -> dict[str, Any]:
+        """The API-server processes: utilization, requests' wait in front of them and the mean
+        queue there (Little's law: total wait / run time), the mean token delivery lag."""
+        fe = self.engine.frontend
+        assert fe is not None
+        waits = sorted(fe.wait_s.values())
+        end = self.engine.end_s
+        lags = fe.lag_s
+        return {
+            "api_server_processes": fe.processes,
+            "utilization": fe.busy_s / (fe.processes * end) if end > 0 else None,
+            "wait_mean_s": sum(waits) / len(waits) if waits else None,
+            "wait_p90_s": waits[int(0.9 * (len(waits) - 1))] if waits else None,
+            "queue_mean": sum(waits) / end if end > 0 else None,
+            "token_lag_mean_s": sum(lags) / len(lags) if lags else None,
         }
 
     def write(self, directory: str | Path) -> Path:

@@ -41,6 +41,7 @@ class Seq:
         "idx",
         "own_blocks",
         "preemptions",
+        "ready_s",
         "reject_reason",
         "seg_start",
         "segments",
@@ -54,6 +55,7 @@ class Seq:
         self.idx = idx
         self.spec = spec
         self.arrival_s = arrival_s
+        self.ready_s = arrival_s  # when it reached the scheduler (after the front end)
         self.target = spec.input_tokens
         self.computed = 0
         self.generated = 0
@@ -105,6 +107,10 @@ class Ledger:
             return 0.0
         return self.cum_j_per_token[last_step + 1] - self.cum_j_per_token[first_step]
 
-    def token_times_s(self, segments: list[tuple[int, int]]) -> list[float]:
-        ends = self.step_end_s
+    def token_times_s(
+        self, segments: list[tuple[int, int]], delivered: list[float] | None = None
+    ) -> list[float]:
+        """Token times of the step ranges: the steps' ends, or `delivered[step]` when given (the
+        front end's delivery times)."""
+        ends = self.step_end_s if delivered is None else delivered
         return [t for first, last in segments for t in ends[first : last + 1]]

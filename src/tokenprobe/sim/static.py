@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from tokenprobe.errors import ConfigError
 from tokenprobe.sim.base import SchedulerConfig, StepPlan, never_fits_reason
 from tokenprobe.sim.kv import BlockPool, blocks_for
 from tokenprobe.sim.state import Ledger, Seq
@@ -32,6 +33,12 @@ class StaticScheduler:
         self._max_in = 0
         self._max_out = 0
         self._blocks = 0
+        self.emitted_tokens = 0
+        self.wake_s: float | None = None  # static batching has no batch window
+        if config.batch_window_s:
+            raise ConfigError(
+                "batch_window_s", config.batch_window_s, "0 with the static scheduler"
+            )
 
     @property
     def num_waiting(self) -> int:
@@ -78,10 +85,12 @@ class StaticScheduler:
     def complete(self, step: int, end_s: float) -> list[Seq]:
         finished: list[Seq] = []
         per_token_j = self.ledger.j_per_token(step)
+        self.emitted_tokens = 0
         for seq in self.batch:
             if seq.generated >= seq.output_tokens:
                 continue  # a padded row
             seq.generated += 1
+            self.emitted_tokens += 1
             seq.energy_j += per_token_j * (self._max_in if self._k == 0 else 1)
             if self._k == 0:
                 seq.first_token_s, seq.seg_start = end_s, step
