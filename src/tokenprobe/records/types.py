@@ -244,11 +244,12 @@ class ServerSample:
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None
     preemptions_total: float | None = None
+    source: str | None = None
+    error: str | None = None
+    # after `error`, so samples built positionally before these fields keep their meaning
     prefix_cache_queries_total: float | None = None
     prefix_cache_hits_total: float | None = None
     prefix_cache_hit_rate: float | None = None
-    source: str | None = None
-    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
