@@ -12,7 +12,7 @@ from rich.text import Text
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
-from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
+from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP, GpusPerNodeOption, NodesOption
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
@@ -79,6 +79,8 @@ def simulate_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")] = "",
     gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus`")] = "",
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
+    nodes: NodesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16 fp16 fp8 int8 int4 ...")] = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per request")] = None,
@@ -170,11 +172,12 @@ def simulate_cmd(
             )
         wl = load_workload(workload) if workload is not None else None
         dep = None
-        if profile is not None:
-            p = load_profile(profile)
+        if profile is not None or nodes is not None or gpus_per_node is not None:
+            p = load_profile(profile) if profile is not None else None
             dep = make_deployment(
                 model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                efficiency=p.efficiency, power=p.power,
+                efficiency=p.efficiency if p else None, power=p.power if p else None,
+                nodes=nodes, gpus_per_node=gpus_per_node,
             )  # fmt: skip
         return simulate(
             model,

@@ -10,6 +10,9 @@ metric. Metrics:
   cores buy (nothing, unless the host is the bound);
 - max_concurrent_requests, joules_per_output_token.
 
+Where the deployment crosses scale-up domains (multi-node TP, EP or PP), the scale-out network
+(the NIC of every GPU) is a candidate too.
+
 The power-cap curve (E14, seed 003: "70 % of TDP for ~10 % speed") re-runs the estimate under
 caps from 40 % to 100 % of TDP: see cost/energy.py for the DVFS model behind it.
 """
@@ -69,6 +72,14 @@ def _cpu_cores(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployment, H
     return dep, dataclasses.replace(host, cpu_cores=max(1, round(host.cpu_cores * f)))
 
 
+def _scale_out_network(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployment, HostSpec]:
+    # the scale-out NIC of every GPU (e.g. ConnectX-7 400 -> ConnectX-8 800 Gb/s is f = 2)
+    topo = dep.gpu.topology
+    assert topo is not None  # only offered where the deployment crosses domains
+    nic = dataclasses.replace(topo, nic_bytes_per_s=topo.nic_bytes_per_s * f)
+    return _gpu(dep, host, dataclasses.replace(dep.gpu, topology=nic))
+
+
 RESOURCES: dict[str, Upgrade] = {
     "hbm_capacity": _hbm_capacity,
     "hbm_bandwidth": _hbm_bandwidth,
@@ -77,6 +88,9 @@ RESOURCES: dict[str, Upgrade] = {
     "host_link": _host_link,
     "cpu_cores": _cpu_cores,
 }
+# Offered only where the deployment's traffic crosses scale-up domains (cost/comm.py): inside one
+# domain no byte takes the NICs and the upgrade is +0 % by construction.
+SCALE_OUT: dict[str, Upgrade] = {"scale_out_network": _scale_out_network}
 # For each metric, whether larger is better (used to rank the upgrades).
 METRICS = {
     "ttft_s": False,
@@ -192,8 +206,9 @@ def whatif(
         raise ConfigError("target", target, f"one of {', '.join(METRICS)}")
     host = host or get_host("default")
     base = _metrics(dep, host, workload, budget)
+    candidates = RESOURCES | (SCALE_OUT if dep.crosses_domains else {})
     upgraded = {
         name: _metrics(*fn(dep, host, 1.0 + uplift), workload, budget)
-        for name, fn in RESOURCES.items()
+        for name, fn in candidates.items()
     }
     return WhatIf(base, upgraded, uplift, target, power_cap_curve(dep, workload))
