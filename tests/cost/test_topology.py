@@ -20,7 +20,7 @@ from tokenprobe.cost import BatchShape, Workload, make_deployment, step_cost
 from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.step import comm_breakdown
 from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.hardware import get_gpu, gpu_names, load_hardware_file
+from tokenprobe.hardware import get_gpu, get_host, gpu_names, load_hardware_file
 from tokenprobe.plan import whatif
 
 runner = CliRunner()
@@ -224,3 +224,18 @@ def test_a_topology_that_is_not_whole_nodes_is_a_schema_error(tmp_path: Path) ->
     )
     with pytest.raises(SchemaError, match="scale_up_gpus"):
         load_hardware_file(_gpu_file(tmp_path, bad))
+
+
+@pytest.mark.parametrize(
+    ("host", "gpu"),
+    [("dgx-h100", "h100-sxm"), ("dgx-b200", "b200"), ("gb200-nvl72-tray", "gb200"),
+     ("dgx-b300", "b300")],
+)  # fmt: skip
+def test_a_reference_hosts_nics_are_its_gpus_nics(host: str, gpu: str) -> None:
+    """DGX H100 / B200: 8 x 400 Gb/s = 3200 Gb/s; a GB200 NVL72 tray: 4 x 400; DGX B300:
+    8 x 800. The host catalog and the GPU's topology describe the same NICs."""
+    topo = get_gpu(gpu).topology
+    assert topo is not None
+    assert get_host(host).nic_bytes_per_s == pytest.approx(
+        topo.gpus_per_node * topo.nic_bytes_per_s
+    )
