@@ -93,6 +93,11 @@ def allreduce_inter_node_bytes(dep: Deployment, n_bytes: Any) -> Any:
 
 
 def allreduce_time_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) -> Any:
+    n = dep.tp if n_gpus is None else n_gpus
+    if 1 < n <= dep.domain_gpus:  # the simulator's per-step path: the ring alone, inline
+        link = dep.gpu.link
+        rate = link.bytes_per_s * dep.efficiency.link * link.collective_factor
+        return link.latency_s + 2 * (n - 1) / n * n_bytes / rate
     intra, inter = allreduce_parts_s(dep, n_bytes, n_gpus)
     return intra + inter
 
@@ -126,6 +131,10 @@ def alltoall_inter_node_bytes(dep: Deployment, n_bytes: Any) -> Any:
 
 
 def alltoall_time_s(dep: Deployment, n_bytes: Any) -> Any:
+    if dep.tp <= dep.domain_gpus:
+        link, eff = dep.gpu.link, dep.efficiency
+        rate = link.bytes_per_s * eff.link * link.collective_factor
+        return link.latency_s + eff.alltoall_extra_latency_s + n_bytes / rate
     intra, inter = alltoall_parts_s(dep, n_bytes)
     return intra + inter
 
@@ -158,6 +167,8 @@ def pipeline_parts_s(dep: Deployment, n_bytes: Any) -> tuple[Any, Any]:
 
 
 def pipeline_send_s(dep: Deployment, n_bytes: Any) -> Any:
+    if not dep.crosses_domains:
+        return (dep.pp - 1) * send_time_s(dep, n_bytes)
     intra, inter = pipeline_parts_s(dep, n_bytes)
     return intra + inter
 
