@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tokenprobe.cli import app
 from tokenprobe.cost import BatchShape, Workload, make_deployment, step_cost
-from tokenprobe.cost.comm import allreduce_time_s
+from tokenprobe.cost.comm import allreduce_time_s, send_time_s
 from tokenprobe.cost.step import comm_breakdown
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.hardware import get_gpu, get_host, gpu_names, load_hardware_file
@@ -90,15 +90,18 @@ def test_deepseek_v3_ep32_alltoall_across_four_nodes_by_hand() -> None:
 
 def test_pipeline_sends_across_nodes_go_at_nic_speed() -> None:
     """TP4 x PP4 on 2 nodes of 8: stages hold GPUs 0-3, 4-7, 8-11, 12-15, so only the send
-    from stage 1 to stage 2 leaves the node: 2 x (7 us + S / 360 GB/s) + (5 us + S / 40 GB/s)
-    with S = 8 tokens x 16384 x 2 B = 262,144 B."""
+    from stage 1 to stage 2 leaves the node: 2 x (7 us + S / 360 GB/s) on NVLink and
+    7 us + 5 us + S / 40 GB/s over the NIC (the base cost of the send plus one network step),
+    with S = 8 tokens x 16384 x 2 B = 262,144 B: 2 x 7.728 + 18.554 = 34.01 us."""
     dep = make_deployment("llama-3.1-405b", "h100-sxm", tp=4, pp=4, weight_dtype="fp8")
     c = comm_breakdown(dep, BatchShape.decode(8, 1024))
     s = 8 * 16384 * 2
     assert c["pipeline_inter_node_sends"] == 1
     assert c["pipeline_send_s"] == pytest.approx(
-        2 * (7e-6 + s / NVLINK_RATE) + 5e-6 + s / NIC_RATE, rel=1e-9
+        2 * (7e-6 + s / NVLINK_RATE) + 7e-6 + 5e-6 + s / NIC_RATE, rel=1e-9
     )
+    assert c["pipeline_send_s"] == pytest.approx(34.01e-6, abs=0.01e-6)
+    assert c["inter_node_s"] > send_time_s(dep, s)  # leaving the node never beats NVLink
 
 
 def test_deployments_inside_one_domain_are_priced_as_before() -> None:

@@ -25,7 +25,10 @@ scale-out NIC (B_nic one direction, α_nic per network step; hardware.TopologySp
   (n−d)/(n−1) under uniform routing, goes over the NIC while the rest goes over the link at the
   same time; the collective ends with the slower: t = α + extra + max(intra_bytes / rate_link,
   α_nic + inter_bytes / (B_nic · η_link)).
-- A pipeline send between stages in different domains: t = α_nic + S / (B_nic · η_link).
+- A pipeline send between stages in different domains: t = α + α_nic + S / (B_nic · η_link)
+  (α, the link's figure measured on a small collective, is the base cost of any NCCL
+  operation, launch and synchronisation; α_nic the network step on top, as NCCL's tuning model
+  adds hardware latency to a base latency).
 
 `efficiency.link` is the share of a link's per-direction rate the engine's collectives reach
 (fitted per engine profile on single-domain runs); it is applied to the NIC too, the same
@@ -80,7 +83,8 @@ def allreduce_parts_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) 
     if m == 1:
         bus_bytes = 2 * (n - 1) / n * n_bytes
         return link.latency_s + bus_bytes / _link_rate(dep), 0.0
-    intra = link.latency_s + 2 * (d - 1) / d * n_bytes / _link_rate(dep) if d > 1 else 0.0
+    # α_link is the collective's base cost (launch, synchronisation) even with one GPU a domain
+    intra = link.latency_s + (2 * (d - 1) / d * n_bytes / _link_rate(dep) if d > 1 else 0.0)
     rate, alpha = _nic(dep)
     inter = 2 * math.ceil(math.log2(m)) * alpha + 2 * (m - 1) / m * (n_bytes / d) / rate
     return intra, inter
@@ -163,7 +167,8 @@ def pipeline_parts_s(dep: Deployment, n_bytes: Any) -> tuple[Any, Any]:
     if not cross:
         return intra, 0.0
     rate, alpha = _nic(dep)
-    return intra, cross * (alpha + n_bytes / rate)
+    # the send's base cost (the link's α, measured on a small collective) plus a network step
+    return intra, cross * (dep.gpu.link.latency_s + alpha + n_bytes / rate)
 
 
 def pipeline_send_s(dep: Deployment, n_bytes: Any) -> Any:
