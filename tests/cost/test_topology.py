@@ -21,7 +21,7 @@ from tokenprobe.cost.comm import allreduce_time_s, send_time_s
 from tokenprobe.cost.step import comm_breakdown
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.hardware import get_gpu, get_host, gpu_names, load_hardware_file
-from tokenprobe.plan import whatif
+from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, whatif
 
 runner = CliRunner()
 NVLINK_RATE = 450e9 * 0.8
@@ -242,3 +242,26 @@ def test_a_reference_hosts_nics_are_its_gpus_nics(host: str, gpu: str) -> None:
     assert get_host(host).nic_bytes_per_s == pytest.approx(
         topo.gpus_per_node * topo.nic_bytes_per_s
     )
+
+
+def test_plan_places_its_candidates_with_gpus_per_node() -> None:
+    """`plan --gpus-per-node 4`: a TP8 candidate of H100s spans two 4-GPU servers."""
+    in_len, out_len = fixed_lengths(512, 64)
+    cands = candidates(["h100-sxm"], ["bf16"], [8], [256], [1.0])
+    req = PlanRequest("llama-3.1-70b", 1.0, in_len, out_len, None, 0.1, cands, gpus_per_node=4)
+    dep = req.deployment(cands[0])
+    assert (dep.nodes, dep.gpus_per_node, dep.crosses_domains) == (2, 4, True)
+
+
+def _sim_tpot_s(flags: list[str]) -> float:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2", *flags]
+    args += ["--input-tokens", "256", "--output-tokens", "32", "--offline", "--num-requests", "8"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return float(json.loads(result.output)["tpot_s"]["mean"])
+
+
+def test_simulate_across_two_servers_pays_the_nic_every_step() -> None:
+    """TP2 with one GPU per server: each of the 2 x 32 all-reduces of a decode step adds a
+    network step pair (2 x 5 us) and its shard at NIC speed, so every step is slower."""
+    assert _sim_tpot_s(["--gpus-per-node", "1"]) > _sim_tpot_s([])
