@@ -212,13 +212,14 @@ def _placement(
     if (count - 1) * per_node >= n:
         raise ConfigError(
             "nodes", count,
-            f"tp x pp = {n} GPUs fill {-(-n // per_node)} of {per_node}; spread them with "
-            "fewer --gpus-per-node",
+            f"at most {-(-n // per_node)}: tp x pp = {n} GPUs fill that many servers of "
+            f"{per_node}; to spread them over {count}, give fewer GPUs per node",
         )  # fmt: skip
     if count > 1 and topo is None:
         raise ConfigError(
             "nodes", count,
-            f"1: {gpu.name} has no [{gpu.name}.topology] (NIC) to price traffic between nodes",
+            f"1 ({gpu.name} has no [{gpu.name}.topology] with a NIC to price traffic "
+            "between nodes)",
         )  # fmt: skip
     domain = topo.scale_up_gpus if topo is not None and topo.rack_scale else per_node
     if n > domain and tp % domain and domain % tp:
