@@ -17,6 +17,10 @@ Conventions the cost model relies on:
 - `LinkSpec.bytes_per_s` is ONE direction, all links of one GPU together. Datasheets print both
   directions summed (H100 NVLink "900 GB/s" = 450 GB/s each way); that is
   `bidirectional_bytes_per_s`.
+- `TopologySpec` is where a GPU sits: `gpus_per_node` in a server, `scale_up_gpus` sharing its
+  scale-up fabric (the `link`: NVLink/NVSwitch, xGMI, or the node's PCIe switches), a whole
+  number of nodes (8 = one HGX board, 72 = a GB200 NVL72 rack), and the scale-out NIC per GPU
+  that joins domains (`nic_bytes_per_s` one direction, line rate / 8).
 - PCIe bandwidth per direction = lanes x transfer rate x line-encoding efficiency / 8 (PCI-SIG
   base specifications: 8/16/32 GT/s with 128b/130b for gen 3/4/5; 64 GT/s with 242B/256B FLITs
   for gen 6). PCIe 4.0 x16 is 31.5 GB/s each way, not 16 (that is PCIe 3.0).
@@ -90,6 +94,23 @@ class LinkSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologySpec:
+    """Where a GPU sits (catalog `[<gpu>.topology]`): GPUs per server, GPUs per scale-up domain
+    (those its `link` joins; a whole number of servers) and the scale-out NIC of each GPU that
+    joins domains: `nic_bytes_per_s` one direction, `nic_latency_s` per inter-node step."""
+
+    gpus_per_node: int
+    scale_up_gpus: int
+    nic_bytes_per_s: float
+    nic_latency_s: float
+
+    @property
+    def rack_scale(self) -> bool:
+        """The scale-up fabric spans servers (NVL72), so the node is not its boundary."""
+        return self.scale_up_gpus > self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSpec:
     """One GPU model in SI units. See catalog/gpus.toml for the meaning and source of each."""
 
@@ -109,6 +130,7 @@ class GpuSpec:
     sm_clock_hz: float | None = None
     hbm_reported_bytes: float | None = None  # memory.total as nvidia-smi prints it
     c2c_bytes_per_s: float | None = None  # CPU-GPU link replacing PCIe (GH200), one direction
+    topology: TopologySpec | None = None  # None: a user file without [topology] (one domain)
 
     def __hash__(self) -> int:
         # The mapping field is not hashable; the name identifies a spec within a process.
@@ -161,8 +183,15 @@ _GPU_REQUIRED = (
     "display_name", "vendor", "peak_tflop_per_s", "hbm_gib", "hbm_gb_per_s", "tdp_w", "idle_w",
     "pcie_gen", "pcie_lanes", "link", "sources",
 )  # fmt: skip
-_GPU_OPTIONAL = ("aliases", "boost_clock_mhz", "memory_reported_mib", "c2c_gb_per_s_per_direction")
+_GPU_OPTIONAL = (
+    "aliases", "boost_clock_mhz", "memory_reported_mib", "c2c_gb_per_s_per_direction", "topology",
+)  # fmt: skip
 _LINK_KEYS = ("kind", "gb_per_s_per_direction", "latency_us")
+_TOPOLOGY_KEYS = ("gpus_per_node", "scale_up_gpus", "nic_gbit_per_s", "nic_latency_us")
+# GPUs in one server / one scale-up domain: far above any product (NVL576 is the largest
+# NVLink domain announced), so only nonsense is refused.
+_MAX_NODE_GPUS = 1 << 10
+_MAX_SCALE_UP_GPUS = 1 << 16
 # (lo, hi) of each number, in the file's units; lo is exclusive (> lo), hi inclusive. Wide on
 # purpose: they catch a unit slip by 10^3+ and keep SI conversions finite, nothing finer.
 _RANGES: dict[str, tuple[float, float]] = {
@@ -181,6 +210,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "nvme_gb_per_s": (1e-6, 1e6),
     "nic_gbit_per_s": (1e-6, 1e7),
     "cpu_core_speed": (1e-3, 1e3),
+    "nic_latency_us": (1e-6, 1e7),
 }
 _MAX_CPU_CORES = 10**6
 _HOST_KEYS = (
@@ -277,6 +307,23 @@ def _parse_link(table: _Table) -> LinkSpec:
     )
 
 
+def _parse_topology(table: _Table) -> TopologySpec:
+    table.check_keys(_TOPOLOGY_KEYS)
+    per_node = table.count("gpus_per_node", _MAX_NODE_GPUS)
+    scale_up = table.count("scale_up_gpus", _MAX_SCALE_UP_GPUS)
+    if scale_up % per_node:
+        # the NIC is priced only between domains, so a domain is a whole number of servers
+        raise table.fail(
+            "scale_up_gpus", f"{scale_up} is not a multiple of gpus_per_node={per_node}"
+        )
+    return TopologySpec(
+        gpus_per_node=per_node,
+        scale_up_gpus=scale_up,
+        nic_bytes_per_s=table.positive("nic_gbit_per_s") * GIGA / BITS_PER_BYTE,
+        nic_latency_s=table.positive("nic_latency_us") * MICRO,
+    )
+
+
 def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
 
@@ -305,6 +352,7 @@ def _parse_gpu(table: _Table, name: str) -> GpuSpec:
         sm_clock_hz=_scaled(table.optional_positive("boost_clock_mhz"), MEGA),
         hbm_reported_bytes=_scaled(table.optional_positive("memory_reported_mib"), MiB),
         c2c_bytes_per_s=_scaled(table.optional_positive("c2c_gb_per_s_per_direction"), GIGA),
+        topology=_parse_topology(table.sub("topology")) if "topology" in table.data else None,
     )
 
 

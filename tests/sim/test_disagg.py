@@ -27,14 +27,14 @@ def _pd(workload: Workload, split: str = "1p1d", **kw: object) -> DisaggResult:
 
 def test_a_4k_prompt_moves_its_kv_in_the_time_the_link_allows() -> None:
     """Llama-3.1-8B's KV is 32 layers x 8 KV heads x 128 x (K, V) x 2 bytes = 131,072 B per
-    token, so a 4,096-token prompt moves 536,870,912 B; over one 400 Gb/s NIC (50 GB/s) that is
-    10.737 ms, plus the link's latency. The client's first token comes after the prefill, the
-    transfer and the decode worker's first step."""
+    token, so a 4,096-token prompt moves 536,870,912 B. Two TP1 workers share one HGX H100's
+    NVLink domain: 450 GB/s one way, 1.193 ms plus the link's latency. The client's first token
+    comes after the prefill, the transfer and the decode worker's first step."""
     assert DEP.kv_bytes_per_token == 131_072
     one = Workload(Arrival("trace", trace=(RequestSpec("r0", 0.0, 4096, 64),)), name="one")
     result = _pd(one)
     (record,) = result.records
-    expected = DEP.gpu.link.latency_s + 536_870_912 / 50e9
+    expected = DEP.gpu.link.latency_s + 536_870_912 / 450e9
     assert record.extra["kv_transfer_s"] == pytest.approx(expected, rel=1e-9)
     assert record.extra["kv_link_wait_s"] == 0.0
     prefill_done = record.extra["prefill_done_s"]
@@ -44,6 +44,20 @@ def test_a_4k_prompt_moves_its_kv_in_the_time_the_link_allows() -> None:
     decode_record = result.decode[0].records[0]
     assert decode_record.extra["server_cached_tokens"] == 4095 // 16 * 16
     assert result.to_dict()["kv_transfer"]["recomputed_on_decode"] == 0
+
+
+def test_across_servers_the_kv_takes_the_nics() -> None:
+    """Two TP8 workers fill two HGX H100 servers: the KV goes over the decode worker's eight
+    400 Gb/s NICs, 8 x 50 GB/s, in parallel: 536,870,912 B / 400 GB/s = 1.342 ms, plus the
+    NVLink and the NIC latencies."""
+    dep = make_deployment("llama-3.1-8b", "h100-sxm", tp=8)
+    topo = dep.gpu.topology
+    assert topo is not None and topo.nic_bytes_per_s == 50e9
+    one = Workload(Arrival("trace", trace=(RequestSpec("r0", 0.0, 4096, 8),)), name="one")
+    result = simulate_fleet(dep, one, disaggregate="1p1d")
+    (record,) = result.records
+    latency = dep.gpu.link.latency_s + topo.nic_latency_s
+    assert record.extra["kv_transfer_s"] == pytest.approx(latency + 536_870_912 / 400e9, rel=1e-9)
 
 
 def test_a_faster_link_moves_it_faster() -> None:

@@ -25,6 +25,15 @@ from tokenprobe.units import GIGA, fmt_s, fmt_si
 PROFILE_HELP = "Calibrated engine profile: vllm, vllm-2024, sglang, tensorrt-llm or a TOML"
 # the rule of cost.make_deployment: fp8 W8A8 engines keep an fp8 cache, the rest 16-bit
 KV_DTYPE_HELP = "KV-cache dtype (default: fp8 with fp8 weights, else the 16-bit compute dtype)"
+# Where the replica's GPUs sit; every command that builds a Deployment takes these two.
+NodesOption = Annotated[
+    int | None,
+    typer.Option(help="Servers the tp x pp GPUs span (default: the fewest that hold them)"),
+]
+GpusPerNodeOption = Annotated[
+    int | None,
+    typer.Option(help="GPUs per server (default: the GPU's catalog topology, e.g. 8 on HGX)"),
+]
 
 
 def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") -> dict[str, float]:
@@ -53,6 +62,8 @@ def estimate_cmd(
     num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    nodes: NodesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     expert_parallel: Annotated[
         bool, typer.Option(help="Spread MoE experts over the TP GPUs")
     ] = False,
@@ -158,6 +169,8 @@ def estimate_cmd(
             storage_bytes_per_s=None if storage_gb_per_s is None else storage_gb_per_s * GIGA,
             engine_init_s=engine_init_s,
             api_server_processes=api_server_processes,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
         )
 
     result = guarded(run)
@@ -174,8 +187,11 @@ def _pct(x: float) -> str:
 
 def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     """Human tables for an estimate's dict (the same data as --json)."""
+    c = d["communication"]
     title = (
-        f"{d['model']} on {d['num_gpus']}x {d['gpu']} (tp={d['tp']}, pp={d['pp']}), "
+        f"{d['model']} on {d['num_gpus']}x {d['gpu']} (tp={d['tp']}, pp={d['pp']}; "
+        f"{c['nodes']} node(s) x {c['gpus_per_node']} GPUs, "
+        f"scale-up domain {c['scale_up_domain_gpus']}), "
         f"weights {d['weight_dtype']}, compute {d['compute_dtype']}, KV {d['kv_dtype']}; "
         f"{d['batch']} x ({d['input_tokens']} in, {d['output_tokens']} out)"
     )
@@ -235,10 +251,17 @@ def _stage_table(d: dict[str, Any]) -> None:
         ("  overhead share", lambda s: _pct(s["shares"]["overhead"])),
         ("power per GPU", lambda s: f"{s['power_w']:.0f} W"),
     ]
+    # the communication of each stage (decode: the same mid-output step), by where it runs
+    comm = {"prefill": d["communication"]["prefill"], "decode": d["communication"]["decode_step"]}
+    links = [
+        ("GPU-GPU time, scale-up link", "intra_domain_s"),
+        ("GPU-GPU time, over the NICs", "inter_node_s"),
+    ]
     print_side_by_side(
         "Where the time goes, per stage (per GPU; decode = one step, mid-output)",
         [name for name, _ in stages],
-        [(label, [fmt(s) for _, s in stages]) for label, fmt in rows],
+        [(label, [fmt(s) for _, s in stages]) for label, fmt in rows]
+        + [(label, [fmt_s(comm[name][key]) for name, _ in stages]) for label, key in links],
     )
 
 

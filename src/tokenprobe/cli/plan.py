@@ -10,7 +10,7 @@ from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
-from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
+from tokenprobe.cli.estimate import PROFILE_HELP, GpusPerNodeOption, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
@@ -69,6 +69,7 @@ def plan_cmd(
         str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
     ] = "bf16,fp8",
     tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
+    gpus_per_node: GpusPerNodeOption = None,
     max_num_seqs: Annotated[
         str,
         typer.Option(help="Engine batch caps to search, comma-separated (vLLM's on a <70 GiB GPU)"),
@@ -113,6 +114,7 @@ def plan_cmd(
         req = PlanRequest(
             model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,
             prices_per_gpu_hour=parse_prices(price_per_gpu_hour), num_requests=num_requests,
+            gpus_per_node=gpus_per_node,
         )  # fmt: skip
         if profile is None:
             return req

@@ -12,7 +12,7 @@ from rich.text import Text
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
-from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
+from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP, GpusPerNodeOption, NodesOption
 from tokenprobe.cli.frontend_tables import (
     PAIR_COLUMNS,
     batch_window_effect,
@@ -94,6 +94,8 @@ def simulate_cmd(
     model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")] = "",
     gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus`")] = "",
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
+    nodes: NodesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16 fp16 fp8 int8 int4 ...")] = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per request")] = None,
@@ -166,7 +168,7 @@ def simulate_cmd(
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
-            help="With --disaggregate: KV transfer GB/s (default 50 per GPU: 400 Gb/s NICs)"
+            help="With --disaggregate: KV transfer GB/s (default: NVLink in one domain, else the NICs)"
         ),
     ] = None,
     api_server_processes: Annotated[
@@ -246,6 +248,7 @@ def simulate_cmd(
         dep = make_deployment(
             model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             efficiency=p.efficiency if p else None, power=p.power if p else None,
+            nodes=nodes, gpus_per_node=gpus_per_node,
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(engine_defaults(engine, get_gpu(gpu), tp)),

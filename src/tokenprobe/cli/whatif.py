@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from tokenprobe.cli.app import app, guarded, print_json
-from tokenprobe.cli.estimate import KV_DTYPE_HELP
+from tokenprobe.cli.estimate import KV_DTYPE_HELP, GpusPerNodeOption, NodesOption
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.cost import Workload, make_deployment, resolve_parallelism
 from tokenprobe.hardware import get_host
@@ -25,6 +25,8 @@ def whatif_cmd(
     num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    nodes: NodesOption = None,
+    gpus_per_node: GpusPerNodeOption = None,
     weight_dtype: Annotated[
         str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
     ] = "bf16",
@@ -44,7 +46,7 @@ def whatif_cmd(
     def run() -> WhatIf:
         dep = make_deployment(
             model, gpu, tp=resolve_parallelism(num_gpus, tp, pp), pp=pp,
-            weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, nodes=nodes, gpus_per_node=gpus_per_node,
         )  # fmt: skip
         work = Workload(input_tokens, output_tokens, batch)
         return whatif(

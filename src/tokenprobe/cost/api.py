@@ -92,12 +92,15 @@ def estimate(
     storage_bytes_per_s: float | None = None,
     engine_init_s: float = DEFAULT_ENGINE_INIT_S,
     api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
     `efficiency` is either overrides of the defaults ({"memory": 0.85}) or a whole Efficiency
     (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
-    `power` the profile's PowerModel."""
+    `power` the profile's PowerModel. `nodes` / `gpus_per_node` place the tp x pp GPUs on
+    servers (default: the GPU's catalog topology, the fewest servers that hold them)."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -117,6 +120,8 @@ def estimate(
         power=power,
         power_limit_w=power_limit_w,
         cpu_offload_bytes=cpu_offload_bytes,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
     )
     host_model = HostModel(
         network_rtt_s=network_rtt_s,

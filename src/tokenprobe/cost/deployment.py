@@ -13,6 +13,14 @@ Parallelism (requirement E7), as vLLM and TensorRT-LLM lay it out:
 - expert parallel (`expert_parallel=True`): the routed experts of an MoE layer are spread whole
   over the tp GPUs instead of each expert being split (vLLM `--enable-expert-parallel`, EP = TP);
   tokens are exchanged by all-to-all.
+
+Topology: the replica's tp x pp GPUs fill `nodes` servers of `gpus_per_node` in order (TP group
+by TP group, stage by stage, as vLLM and SGLang place ranks), and GPUs talk over the GPU's
+scale-up `link` inside a scale-up domain (`domain_gpus`: the node on HGX and PCIe servers, the
+72-GPU rack on GB200/GB300 NVL72) and over the scale-out NIC between domains (cost/comm.py).
+Both default from the GPU's catalog topology (`hardware.TopologySpec`); `nodes` to the fewest
+servers that hold the replica. A GPU without a topology (a user file without [topology]) is one
+domain of any size, as before topology was modelled, and cannot span nodes.
 """
 
 from __future__ import annotations
@@ -52,9 +60,14 @@ class Deployment:
     power: PowerModel = DEFAULT_POWER
     power_limit_w: float | None = None
     cpu_offload_bytes: float = 0.0  # weights per GPU kept in host memory (vLLM --cpu-offload-gb)
+    nodes: int | None = None  # servers the replica spans; None: the fewest that hold it
+    gpus_per_node: int | None = None  # None: the GPU's catalog topology
 
     def __post_init__(self) -> None:
         _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp)
+        per_node, nodes = _placement(self.gpu, self.tp, self.pp, self.nodes, self.gpus_per_node)
+        object.__setattr__(self, "gpus_per_node", per_node)
+        object.__setattr__(self, "nodes", nodes)
         offload = finite("cpu_offload_bytes", self.cpu_offload_bytes, lo=0)
         object.__setattr__(self, "cpu_offload_bytes", offload)
         if self.power_limit_w is not None:
@@ -70,6 +83,21 @@ class Deployment:
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp
+
+    @functools.cached_property
+    def domain_gpus(self) -> int:
+        """GPUs of one scale-up domain: the NVL72 rack where the fabric spans servers, else
+        the node (a GPU without a catalog topology: the whole replica)."""
+        topo = self.gpu.topology
+        if topo is not None and topo.rack_scale:
+            return topo.scale_up_gpus
+        assert self.gpus_per_node is not None  # set by __post_init__
+        return self.gpus_per_node
+
+    @property
+    def crosses_domains(self) -> bool:
+        """Some of the replica's traffic takes the scale-out NICs."""
+        return self.num_gpus > self.domain_gpus
 
     @functools.cached_property
     def compute_dtype(self) -> str:
@@ -160,6 +188,49 @@ def _check_parallelism(
             )
 
 
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
+        raise ConfigError(name, value, f"an integer in [1, {MAX_GPUS:,}]")
+    return value
+
+
+def _placement(
+    gpu: GpuSpec, tp: int, pp: int, nodes: int | None, gpus_per_node: int | None
+) -> tuple[int, int]:
+    """(gpus_per_node, nodes) of a replica of tp x pp GPUs, checked: enough GPUs, no empty
+    server, and a TP group that does not straddle a scale-up domain when it leaves one."""
+    n, topo = tp * pp, gpu.topology
+    if gpus_per_node is None:
+        gpus_per_node = n if topo is None else topo.gpus_per_node
+    per_node = _count("gpus_per_node", gpus_per_node)
+    count = _count("nodes", nodes) if nodes is not None else -(-n // per_node)
+    if count * per_node < n:
+        raise ConfigError(
+            "nodes x gpus_per_node", f"{count} x {per_node} = {count * per_node}",
+            f"at least tp x pp = {n} GPUs",
+        )  # fmt: skip
+    if (count - 1) * per_node >= n:
+        raise ConfigError(
+            "nodes", count,
+            f"at most {-(-n // per_node)}: tp x pp = {n} GPUs fill that many servers of "
+            f"{per_node}; to spread them over {count}, give fewer GPUs per node",
+        )  # fmt: skip
+    if count > 1 and topo is None:
+        raise ConfigError(
+            "nodes", count,
+            f"1 ({gpu.name} has no [{gpu.name}.topology] with a NIC to price traffic "
+            "between nodes)",
+        )  # fmt: skip
+    domain = topo.scale_up_gpus if topo is not None and topo.rack_scale else per_node
+    if n > domain and tp % domain and domain % tp:
+        raise ConfigError(
+            "tp", tp,
+            f"a divisor or multiple of the {domain}-GPU scale-up domain of {gpu.name} "
+            f"(a TP group may not straddle it; {count} nodes x {per_node} GPUs)",
+        )  # fmt: skip
+    return per_node, count
+
+
 def make_deployment(
     model: str | ModelSpec,
     gpu: str | GpuSpec,
@@ -175,6 +246,8 @@ def make_deployment(
     power: PowerModel | None = None,
     power_limit_w: float | None = None,
     cpu_offload_bytes: float = 0.0,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
 ) -> Deployment:
     """Resolve names to specs and dtypes. Activations default to what the weight format computes
     in (precision.DEFAULT_ACTIVATION); the KV cache defaults to 16-bit, except fp8 W8A8 whose
@@ -197,4 +270,6 @@ def make_deployment(
         power=power or DEFAULT_POWER,
         power_limit_w=power_limit_w,
         cpu_offload_bytes=cpu_offload_bytes,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
     )

@@ -186,14 +186,23 @@ class Estimate:
         return out
 
     def communication(self) -> dict[str, Any]:
-        """Per-step GPU-GPU traffic of prefill and of a mid-output decode step, and the
-        pipeline bubble of one batch going through pp stages without micro-batches
-        ((pp − 1)/pp of each GPU's time idle; GPipe, Huang et al. arXiv:1811.06965)."""
+        """Per-step GPU-GPU traffic of prefill and of a mid-output decode step, split into the
+        part on the scale-up link (`intra_domain_s`) and on the scale-out NICs (`inter_node_s`),
+        the topology it ran on, and the pipeline bubble of one batch going through pp stages
+        without micro-batches ((pp − 1)/pp of each GPU's time idle; GPipe, Huang et al.
+        arXiv:1811.06965)."""
         d, w = self.deployment, self.workload
         mid_ctx = w.input_tokens + w.output_tokens // 2
+        topo = d.gpu.topology
         return {
             "link": d.gpu.link.kind,
             "link_bytes_per_s": d.gpu.link.bytes_per_s,
+            "nodes": d.nodes,
+            "gpus_per_node": d.gpus_per_node,
+            "scale_up_domain_gpus": d.domain_gpus,
+            "crosses_domains": d.crosses_domains,
+            "nic_bytes_per_s": None if topo is None else topo.nic_bytes_per_s,
+            "nic_latency_s": None if topo is None else topo.nic_latency_s,
             "prefill": comm_breakdown(d, BatchShape.prefill(w.input_tokens, w.batch)),
             "decode_step": comm_breakdown(d, BatchShape.decode(w.batch, mid_ctx)),
             "pipeline_bubble_fraction": (d.pp - 1) / d.pp,

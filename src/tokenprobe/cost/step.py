@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost.comm import allreduce_time_s, alltoall_time_s, send_time_s
+from tokenprobe.cost.comm import (
+    allreduce_time_s,
+    alltoall_time_s,
+    collective_breakdown,
+    pipeline_send_s,
+)
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.ops import MEMORY_EFFICIENCY_FIELD, OpTerm, head_terms, layer_terms
 from tokenprobe.cost.shape import BatchShape
@@ -171,23 +176,15 @@ def _op_times(
         yield name, n, flop, nbytes, tc, tm, kernels * alpha
 
 
-def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, float]:
+def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
     """Communication of one pass, bytes and seconds: TP all-reduces (two per layer,
     activation-sized: tokens x hidden x 2 B), or under attention DP two all-to-alls per MoE layer
     (dispatch and combine of each GPU's tokens to the experts' GPUs, k copies each, (n-1)/n of
-    them leaving the GPU); pipeline sends between the pp stages; host-link offload reads."""
+    them leaving the GPU); pipeline sends between the pp stages; host-link offload reads; and
+    how much of it runs inside the scale-up domain or over the NICs (cost/comm.py)."""
     act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
-    return {
-        "allreduce_bytes": act_bytes,
-        "allreduces_per_step": allreduces,
-        "allreduce_s": allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0,
-        "alltoall_bytes": a2a_bytes,
-        "alltoalls_per_step": a2a_count,
-        "alltoall_s": a2a_count * alltoall_time_s(dep, a2a_bytes) if a2a_count else 0.0,
-        "pipeline_sends_per_step": dep.pp - 1,
-        "pipeline_send_s": (dep.pp - 1) * send_time_s(dep, act_bytes) if dep.pp > 1 else 0.0,
-        "host_offload_s": offload_step_s(dep),
-    }
+    out = collective_breakdown(dep, act_bytes, allreduces, a2a_bytes, a2a_count)
+    return {**out, "host_offload_s": offload_step_s(dep)}
 
 
 def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, int]:
@@ -218,7 +215,7 @@ def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
     if a2a_count:
         t = t + a2a_count * alltoall_time_s(dep, a2a_bytes)
     if dep.pp > 1:
-        t = t + (dep.pp - 1) * send_time_s(dep, act_bytes)
+        t = t + pipeline_send_s(dep, act_bytes)
     return t + offload_step_s(dep)
 
 

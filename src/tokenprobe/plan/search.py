@@ -111,6 +111,9 @@ class PlanRequest:
     # a calibrated engine profile's parameters (`plan --profile`), else the defaults
     efficiency: Efficiency = DEFAULT_EFFICIENCY
     power: PowerModel = DEFAULT_POWER
+    # GPUs per server of every candidate (`plan --gpus-per-node`), else each GPU's catalog
+    # topology: a TP group larger than a server's scale-up domain is priced over the NICs
+    gpus_per_node: int | None = None
 
     def deployment(self, c: Candidate) -> Deployment:
         limit_w = None
@@ -119,6 +122,7 @@ class PlanRequest:
         return make_deployment(
             self.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype,
             efficiency=self.efficiency, power=self.power, power_limit_w=limit_w,
+            gpus_per_node=self.gpus_per_node,
         )  # fmt: skip
 
     def __post_init__(self) -> None:

@@ -14,6 +14,9 @@ metric. Metrics:
   (`cpu_cores`: only when the processes outnumber the cores left to them);
 - max_concurrent_requests, joules_per_output_token.
 
+Where the deployment crosses scale-up domains (multi-node TP, EP or PP), the scale-out network
+(the NIC of every GPU) is a candidate too.
+
 The power-cap curve (E14, seed 003: "70 % of TDP for ~10 % speed") re-runs the estimate under
 caps from 40 % to 100 % of TDP: see cost/energy.py for the DVFS model behind it.
 """
@@ -80,6 +83,14 @@ def _cpu_core_speed(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployme
     return dep, dataclasses.replace(host, cpu_core_speed=host.cpu_core_speed * f)
 
 
+def _scale_out_network(dep: Deployment, host: HostSpec, f: float) -> tuple[Deployment, HostSpec]:
+    # the scale-out NIC of every GPU (e.g. ConnectX-7 400 -> ConnectX-8 800 Gb/s is f = 2)
+    topo = dep.gpu.topology
+    assert topo is not None  # only offered where the deployment crosses domains
+    nic = dataclasses.replace(topo, nic_bytes_per_s=topo.nic_bytes_per_s * f)
+    return _gpu(dep, host, dataclasses.replace(dep.gpu, topology=nic))
+
+
 RESOURCES: dict[str, Upgrade] = {
     "hbm_capacity": _hbm_capacity,
     "hbm_bandwidth": _hbm_bandwidth,
@@ -93,6 +104,9 @@ RESOURCES: dict[str, Upgrade] = {
 SETTINGS: dict[str, Callable[[int, float], int]] = {
     "api_server_processes": lambda n, f: math.ceil(n * f),
 }
+# Offered only where the deployment's traffic crosses scale-up domains (cost/comm.py): inside one
+# domain no byte takes the NICs and the upgrade is +0 % by construction.
+SCALE_OUT: dict[str, Upgrade] = {"scale_out_network": _scale_out_network}
 # For each metric, whether larger is better (used to rank the upgrades).
 METRICS = {
     "ttft_s": False,
@@ -221,9 +235,10 @@ def whatif(
     host = host or get_host("default")
     n = check_processes(api_server_processes)
     base = _metrics(dep, host, workload, budget, n)
+    candidates = RESOURCES | (SCALE_OUT if dep.crosses_domains else {})
     upgraded = {
         name: _metrics(*fn(dep, host, 1.0 + uplift), workload, budget, n)
-        for name, fn in RESOURCES.items()
+        for name, fn in candidates.items()
     }
     for name, setting in SETTINGS.items():
         upgraded[name] = _metrics(dep, host, workload, budget, setting(n, 1.0 + uplift))

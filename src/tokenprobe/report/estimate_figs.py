@@ -151,6 +151,13 @@ def roofline(est: dict[str, Any], peak_flop_per_s: float, hbm_bytes_per_s: float
     return figure(data, fig_layout)
 
 
+def _nic_s(est: dict[str, Any], stage: str) -> float:
+    """Seconds of a stage's communication on the scale-out NICs (0 inside one domain, or for
+    an estimate recorded before topology was modelled)."""
+    comm = est.get("communication", {}).get("decode_step" if stage == "decode" else stage, {})
+    return float(comm.get("inter_node_s", 0.0))
+
+
 def stage_shares(est: dict[str, Any]) -> Figure:
     """Where the time of each stage goes: 100%-stacked horizontal bars of the compute / memory /
     communication / overhead shares (E12), the stage time in the bar label."""
@@ -163,9 +170,14 @@ def stage_shares(est: dict[str, Any]) -> Figure:
             "name": share,
             "y": labels,
             "x": [100 * s["shares"][share] for _, s in stages],
-            "customdata": [ms(s["shares"][share] * s["time_s"]) for _, s in stages],
+            "customdata": [
+                [ms(s["shares"][share] * s["time_s"]), ms(_nic_s(est, n))] for n, s in stages
+            ],
             "marker": {"color": SHARE_COLORS[share]},
-            "hovertemplate": share + ": %{x:.1f}% (%{customdata:.3g} ms)<extra></extra>",
+            "hovertemplate": share
+            + ": %{x:.1f}% (%{customdata[0]:.3g} ms"
+            + (", %{customdata[1]:.3g} ms of it over the NICs" if share == "communication" else "")
+            + ")<extra></extra>",
         }
         for share in SHARES
     ]

@@ -9,9 +9,11 @@ How a request goes (as vLLM's disaggregated proxy and SGLang's PD router run it)
    over that worker's ingress link, FIFO: it starts when the link is free and takes
    `latency + bytes / bandwidth`. Bandwidth: one 400 Gb/s NIC per GPU (DGX H100 / B200 each
    have 8 x ConnectX-7 400 Gb/s for 8 GPUs, NVIDIA DGX datasheets), the shards of a tp-wide
-   worker moving in parallel, so tp x 50 GB/s; `kv_link_bytes_per_s` sets another (NVLink when
-   both workers share a scale-up domain). Latency: the GPU link's small-message latency from the
-   catalog, a lower bound (the connectors' own bookkeeping is not modelled).
+   worker moving in parallel, so tp x 50 GB/s, from the catalog's topology (`kv_link`); the
+   scale-up link (NVLink) when all the workers fit in one scale-up domain (NIXL moves KV over
+   NVLink inside a node); `kv_link_bytes_per_s` sets another. Latency: the GPU link's
+   small-message latency plus, across domains, the NIC's, a lower bound (the connectors' own
+   bookkeeping is not modelled).
 3. On the decode worker the transferred KV is held like prefix-cache blocks the request finds on
    admission: vLLM's KV-connector API reports remote KV as externally matched tokens
    (`get_num_new_matched_tokens`) that the scheduler counts as computed, always leaving the last
@@ -152,6 +154,20 @@ class DisaggResult:
         return write_run(self.run(), directory, summary=self.to_dict())
 
 
+def kv_link(dep: Deployment, split: Split) -> tuple[float, float]:
+    """(bytes/s, latency) of the link a prompt's KV takes to a decode worker of `dep`: the
+    scale-up link (NVLink, xGMI) when every worker fits in one scale-up domain, else the
+    scale-out NICs of the receiving worker's GPUs (catalog topology; without one, a 400 Gb/s
+    NIC per GPU), the tp shards moving in parallel."""
+    gpus = dep.num_gpus * (split.prefill + split.decode)
+    topo = dep.gpu.topology
+    if topo is not None and gpus <= topo.scale_up_gpus:
+        return dep.gpu.link.bytes_per_s * dep.num_gpus, dep.gpu.link.latency_s
+    if topo is not None:
+        return topo.nic_bytes_per_s * dep.num_gpus, dep.gpu.link.latency_s + topo.nic_latency_s
+    return NIC_BYTES_PER_S_PER_GPU * dep.num_gpus, dep.gpu.link.latency_s
+
+
 def _extra_values(records: list[RequestRecord], key: str) -> list[float]:
     return [float(r.extra[key]) for r in records if key in r.extra]
 
@@ -183,10 +199,11 @@ def run_disaggregated(
         )
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
-    bandwidth = kv_link_bytes_per_s or NIC_BYTES_PER_S_PER_GPU * dep.num_gpus
+    bandwidth, latency_s = kv_link(dep, split)
+    if kv_link_bytes_per_s is not None:
+        bandwidth = kv_link_bytes_per_s
     if not bandwidth > 0:
         raise ConfigError("kv_link_bytes_per_s", bandwidth, "a bandwidth > 0")
-    latency_s = dep.gpu.link.latency_s
     idle_w = idle_power_w(dep)
     # decode workers find the transferred KV as cached blocks: prefix caching on there
     decode_config = replace(config, prefix_caching=True)
