@@ -168,7 +168,8 @@ def simulate_cmd(
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
-            help="With --disaggregate: KV transfer GB/s (default: NVLink in one domain, else the NICs)"
+            help="With --disaggregate: KV transfer GB/s (default: NVLink in one domain, "
+            "else the NICs)"
         ),
     ] = None,
     api_server_processes: Annotated[
