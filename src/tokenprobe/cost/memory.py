@@ -140,6 +140,15 @@ def state_bytes_per_seq_per_gpu(dep: Deployment) -> float:
     return per_gpu / dep.dp
 
 
+def state_blocks_per_seq(dep: Deployment, block_size: int) -> int:
+    """KV blocks of `block_size` tokens one sequence's fixed state fills (rounded up): what a
+    paged KV pool reserves for it while it runs (sim/kv.py); 0 for attention-only models."""
+    state = state_bytes_per_seq_per_gpu(dep)
+    if not state:
+        return 0
+    return math.ceil(state / (block_size * dep.kv_bytes_per_token_per_gpu))
+
+
 def kv_bytes_per_request_per_gpu(dep: Deployment, context_tokens: int, block_size: int) -> float:
     """KV bytes one sequence of `context_tokens` holds on one GPU, in whole blocks, plus the
     fixed state of its recurrent layers (a hybrid model's sequence reserves both)."""

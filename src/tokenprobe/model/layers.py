@@ -97,17 +97,17 @@ def build_layer(m: ModelSpec, spec: LayerSpec) -> Layer:
 
 
 def architecture_label(m: ModelSpec) -> str:
-    """ "dense GQA", "MoE MLA+DSA", "dense GQA+SWA", "hybrid GDN+gated GQA MoE", ..."""
-    labels: list[str] = []
-    recurrent = False
+    """ "dense GQA", "MoE MLA+DSA", "dense GQA+SWA", "hybrid GDN+gated GQA MoE", ...: the
+    mixer kinds (recurrent first, windowed attention, SWA, last) and the FFN kind."""
+    order: dict[str, int] = {}
     for layer, _ in m.part_groups:
         mixer = layer.mixer
         if mixer is None:
             continue
-        label = "SWA" if mixer.window else mixer.label
-        recurrent = recurrent or mixer.kind != "attention"
-        if label not in labels:
-            labels.append(label)
+        if mixer.window:
+            order.setdefault("SWA", 2)
+        else:
+            order.setdefault(mixer.label, 0 if mixer.kind != "attention" else 1)
+    mixers = "+".join(sorted(order, key=lambda label: order[label]))
     ffn = "MoE" if m.moe is not None else "dense"
-    mixers = "+".join(labels)
-    return f"hybrid {mixers} {ffn}" if recurrent else f"{ffn} {mixers}"
+    return f"hybrid {mixers} {ffn}" if 0 in order.values() else f"{ffn} {mixers}"

@@ -18,6 +18,7 @@ from tokenprobe.cost import (
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
+    state_blocks_per_seq,
     step_cost,
 )
 from tokenprobe.errors import ConfigError
@@ -241,7 +242,8 @@ def simulate(
         )
     if config is None:
         config, engine = vllm_defaults(dep.gpu), engine or "vllm"
-    pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
+    state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
+    pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
     deployment_cfg = deployment_config(
         dep, profile=profile, engine=engine, scheduler=scheduler, config=config
     )
