@@ -54,6 +54,8 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
                 "layers": m.num_layers,
                 "architecture": m.architecture,
                 "kv_elements_per_token": m.kv_elements_per_token,
+                # bf16 KV plus any cache in a fixed format (DSA's fp8 indexer keys), one GPU
+                "kv_bytes_per_token_bf16": m.kv_bytes_per_token_per_gpu(2.0, 1),
                 "state_elements_per_seq": m.state_elements_per_seq,
                 "attention": "mla" if m.mla else f"{m.num_heads}q/{m.num_kv_heads}kv",
                 "moe": None if m.moe is None else f"{m.moe.experts_per_token}/{m.moe.num_experts}",
@@ -75,7 +77,7 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
                 str(r["architecture"]),
                 str(r["attention"]),
                 str(r["moe"] or "-"),
-                f"{r['kv_elements_per_token'] * 2 / KiB:.0f}",
+                f"{r['kv_bytes_per_token_bf16'] / KiB:.0f}",
                 _state_mib(r["state_elements_per_seq"]),
             ]
             for r in rows

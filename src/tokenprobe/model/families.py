@@ -5,9 +5,12 @@ class its defaults come from (src/transformers/models/<type>/configuration_<type
 default `tie_word_embeddings` (the Hub's config.json leaves a key out when it equals the class
 default, so Gemma's and Falcon's configs carry no tie key and mean True), `head_dim` (Gemma 256,
 Qwen3 128, gpt-oss 64, Llama 4 128; elsewhere hidden_size // num_attention_heads) and
-`num_key_value_heads` (Mistral/Mixtral 8, Qwen2 32, ...; elsewhere the head count). Falcon and
-GPT-BigCode have their own readers: their KV heads come from `multi_query`,
-`new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`.
+`num_key_value_heads` (Mistral/Mixtral 8, Qwen2 32, ...; elsewhere the head count). Falcon,
+GPT-BigCode and Nemotron-H have their own readers (Falcon's and GPT-BigCode's KV heads come from
+`multi_query`, `new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`;
+Nemotron-H's layers from `hybrid_override_pattern`); Qwen3-Next / Qwen3.5 (Gated DeltaNet
+hybrids) and DeepSeek-V3.2 (sparse attention) add their keys to the decoder reader
+(`hf_hybrid.py`).
 
 The rule for keys (what keeps a config from being read silently wrong):
 - A *shape key* is one whose name matches `SHAPE_KEY` (widths, heads, layers, experts and
