@@ -1,7 +1,8 @@
 """Model architecture from a Hugging Face `config.json` or the built-in catalog (requirement E1).
 
 - `spec.py`: `ModelSpec`, the shape of a decoder-only model, its parameter, KV-cache and
-  per-sequence state counts, and the limits every shape is checked against.
+  per-sequence state counts; `shapes.py`: the shapes of its parts (MLA, MoE, DSA, Gated
+  DeltaNet, Mamba-2) and the limits every shape is checked against.
 - `layers.py`: the model as a list of `Layer`s made of parts; `attention.py` (GQA family, MLA,
   DSA), `recurrent.py` (Gated DeltaNet, Mamba-2) and `ffn.py` (dense, MoE): each part knows its
   parameters, cache per token and per sequence, FLOP/bytes and TP split.
