@@ -282,3 +282,24 @@ def test_a_gdn_config_without_attention_layers_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         from_hf_config(cfg)
     assert info.value.field == "layer_types"
+
+
+def test_mamba_groups_fewer_than_tp_are_replicated() -> None:
+    """128 heads x 64, 8 groups of state 128 (Nemotron-H-8B's mixer): at tp 8 each GPU holds one
+    group (B, C of 2 x 128); at tp 16 the 8 groups are replicated so each GPU still holds one
+    whole group, while the heads halve again (vLLM MambaMixer2)."""
+    mixer = Mamba2(hidden=4096, heads=128, head_dim=64, groups=8, state_size=128, conv_kernel=4)
+    eight, sixteen = mixer.split(8), mixer.split(16)
+    assert eight.qkv_out == 2 * 8192 / 8 + 2 * 128 + 128 / 8
+    assert sixteen.qkv_out == 2 * 8192 / 16 + 2 * 128 + 128 / 16
+    assert sixteen.state_elems_per_seq == 8 * 64 * 128 + 3 * (8192 / 16 + 2 * 128)
+    with pytest.raises(ConfigError):
+        mixer.split(12)
+
+
+def test_pipeline_stages_split_the_state_by_layers() -> None:
+    one = make_deployment("nemotron-nano-9b-v2", "h100-sxm")
+    two = make_deployment("nemotron-nano-9b-v2", "h100-sxm", pp=2)
+    state_one = memory_report(one, 1).state_bytes_per_request
+    assert memory_report(two, 1).state_bytes_per_request == pytest.approx(state_one)
+    assert state_blocks_per_seq(two, 16) == state_blocks_per_seq(one, 16)
