@@ -132,15 +132,16 @@ def test_nemotron_nano_layer_pattern_and_parameters_by_hand() -> None:
 
 def test_nemotron_cache_and_max_concurrency_count_the_state() -> None:
     """KV: 4 attention layers x 2 x 8 x 128 = 8192 elements per token; state: 27 x (128 x 80 x
-    128 SSM + 3 x 12,288 conv) = 36,384,768 elements per sequence. A request of 4096 tokens on
-    one H100 holds 4096 x 16 KiB of KV + 72.8 MB of state, and max concurrency is the free KV
+    128 SSM + 3 x 12,288 conv) = 36,384,768 elements per sequence, the SSM part in fp32 (vLLM's
+    NemotronH default): 27 x (1,310,720 x 4 + 36,864 x 2) B = 143.5 MB. A request of 4096 tokens
+    on one H100 holds 4096 x 16 KiB of KV + that state, and max concurrency is the free KV
     memory over that sum, not over the KV alone."""
     m = get_model("nemotron-nano-9b-v2")
     assert m.kv_elements_per_token == 8192
     assert m.state_elements_per_seq == 27 * (128 * 80 * 128 + 3 * 12_288)
     dep = make_deployment(m, "h100-sxm")
     r = memory_report(dep, 4096)
-    kv, state = 4096 * 8192 * 2, 36_384_768 * 2
+    kv, state = 4096 * 8192 * 2, 27 * (128 * 80 * 128 * 4 + 3 * 12_288 * 2)
     assert r.state_bytes_per_request == state
     assert r.kv_bytes_per_request == kv + state
     assert r.max_concurrent_requests == int(r.kv_free_bytes_per_gpu // (kv + state))
@@ -221,14 +222,14 @@ def test_a_request_whose_state_cannot_fit_is_refused() -> None:
 
 
 def test_simulated_hybrid_sequences_hold_their_state_while_they_run() -> None:
-    """Nemotron Nano on one H100: 278 blocks of 16 tokens per sequence's state (72.8 MB over
+    """Nemotron Nano on one H100: 548 blocks of 16 tokens per sequence's state (143.5 MB over
     16 KiB per token x 16). 40 offline requests of 1000 + 100 tokens all run at once, so the
     pool's peak holds at least 40 states (without them it would hold about 40 x 69 blocks)."""
     dep = make_deployment("nemotron-nano-9b-v2", "h100-sxm")
-    assert state_blocks_per_seq(dep, 16) == 278
+    assert state_blocks_per_seq(dep, 16) == 548
     wl = Workload(Arrival("offline"), LengthDist("fixed", 1000), LengthDist("fixed", 100), 40)
     result = simulate(deployment=dep, workload=wl, config=SchedulerConfig(), seed=0).to_dict()
-    assert result["kv"]["peak_blocks_used"] >= 40 * 278
+    assert result["kv"]["peak_blocks_used"] >= 40 * 548
 
 
 # ---- readers of the new kinds refuse what they cannot price ------------------------------------

@@ -10,7 +10,9 @@ naming the field. Sources of the conventions:
 - Nemotron-H: transformers `NemotronHConfig` (`hybrid_override_pattern`: M = Mamba-2 mixer,
   * = attention, - = MLP, E = MoE; `mamba_*`, `n_groups`, `ssm_state_size`, `conv_kernel`,
   `chunk_size`, `use_conv_bias`), `NemotronHBlock` (one RMSNorm and one mixer per layer), an
-  ungated ReLU² MLP (`mlp_hidden_act` relu2), `time_step_*` are initialisation settings.
+  ungated ReLU² MLP (`mlp_hidden_act` relu2), `time_step_*` are initialisation settings; the
+  SSM state is kept in fp32 unless `mamba_ssm_cache_dtype` says otherwise (vLLM's NemotronH
+  default, `NemotronHForCausalLMConfig`).
 - DeepSeek-V3.2: github.com/deepseek-ai/DeepSeek-V3.2-Exp inference/model.py `ModelArgs`
   (`index_n_heads` 64, `index_head_dim` 128, `index_topk` 2048) on the DeepSeek-V3 reader.
 """
@@ -157,7 +159,10 @@ def nemotron_h(c: _Cfg, tie: bool) -> dict[str, Any]:
         chunk_size=c.count("chunk_size", "mamba_chunk_size", hi=MAX_WINDOW_TOKENS, default=128),
         conv_bias=c.flag("use_conv_bias", True),
         proj_bias=c.flag("mamba_proj_bias", False),
-        fp32_state=_fp32(c, "mamba_ssm_cache_dtype"),
+        # vLLM's NemotronH hook takes the config's mamba_ssm_cache_dtype, else float32 ("only
+        # float32 is known to have no accuracy issues": vllm/model_executor/models/config.py
+        # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE)
+        fp32_state=_fp32(c, "mamba_ssm_cache_dtype") if c.has("mamba_ssm_cache_dtype") else True,
     )
     if c.flag("use_bias", False):
         raise ConfigError("use_bias", True, "Nemotron-H with biased linear layers is not modelled")
