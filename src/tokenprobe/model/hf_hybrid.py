@@ -6,7 +6,10 @@ naming the field. Sources of the conventions:
 - Qwen3-Next / Qwen3.5: transformers `Qwen3NextConfig` (`layer_types` default: layer i is
   "full_attention" when (i + 1) % `full_attention_interval` == 0, else "linear_attention";
   interval 4), `Qwen3NextAttention` (q_proj emits heads·head_dim·2: query and output gate;
-  Qwen3.5 names it `attn_output_gate`), `Qwen3NextGatedDeltaNet` (the `linear_*` keys).
+  Qwen3.5 names it `attn_output_gate`), `Qwen3NextGatedDeltaNet` (the `linear_*` keys);
+  Qwen3.5's `mamba_ssm_dtype` (float32) sets the delta-rule state's dtype, as vLLM does
+  (vllm/model_executor/models/qwen3_5.py `get_mamba_state_dtype_from_config` reads
+  `hf_text_config.mamba_ssm_dtype`); without it the state is in the model dtype.
 - Nemotron-H: transformers `NemotronHConfig` (`hybrid_override_pattern`: M = Mamba-2 mixer,
   * = attention, - = MLP, E = MoE; `mamba_*`, `n_groups`, `ssm_state_size`, `conv_kernel`,
   `chunk_size`, `use_conv_bias`), `NemotronHBlock` (one RMSNorm and one mixer per layer), an
