@@ -304,3 +304,15 @@ def test_pipeline_stages_split_the_state_by_layers() -> None:
     state_one = memory_report(one, 1).state_bytes_per_request
     assert memory_report(two, 1).state_bytes_per_request == pytest.approx(state_one)
     assert state_blocks_per_seq(two, 16) == state_blocks_per_seq(one, 16)
+
+
+def test_tensor_parallel_all_reduces_follow_the_row_parallel_outputs() -> None:
+    """One all-reduce per row-parallel matmul (Megatron-LM): Llama-3.1-8B's 32 layers have an
+    o_proj and a down_proj each (64); Nemotron Nano's 56 blocks are one mixer or one MLP (56)."""
+    from tokenprobe.cost.step import comm_breakdown
+
+    shape = BatchShape.decode(8, 1000)
+    llama = make_deployment("llama-3.1-8b", "h100-sxm", tp=2)
+    nemotron = make_deployment("nemotron-nano-9b-v2", "h100-sxm", tp=2)
+    assert comm_breakdown(llama, shape)["allreduces_per_step"] == 64
+    assert comm_breakdown(nemotron, shape)["allreduces_per_step"] == 56

@@ -232,6 +232,16 @@ class ModelSpec:
         """A short kind: "dense GQA", "MoE MLA+DSA", "hybrid GDN+gated GQA MoE", ..."""
         return architecture_label(self)
 
+    @functools.cached_property
+    def row_parallel_outputs(self) -> int:
+        """Row-parallel matmuls per forward pass (each ends in a TP all-reduce, Megatron-LM):
+        one per mixer (o_proj / out_proj) and one per FFN (down_proj): 2 per layer for a
+        decoder of attention + MLP layers."""
+        return sum(
+            ((layer.mixer is not None) + (layer.ffn is not None)) * n
+            for layer, n in self.part_groups
+        )
+
     # ---- parameter counts ------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
