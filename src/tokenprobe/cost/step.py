@@ -2,8 +2,8 @@
 
 Each operator takes t = kernels·α + max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m)) (Williams,
 Waterman & Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363).
-Tensor-parallel all-reduces (two per layer, after attention and after the MLP/MoE, Megatron-LM)
-and pipeline sends are added without overlap, as vLLM runs them; a fixed per-step overhead
+Tensor-parallel all-reduces (one per row-parallel matmul, Megatron-LM: two per layer, after
+attention and after the MLP/MoE; one per Nemotron-H block) and pipeline sends are added without overlap, as vLLM runs them; a fixed per-step overhead
 (scheduling, sampling) closes the step. Every second of the step is attributed to the resource
 that bounds it: compute, memory (HBM), communication, or overhead (per-kernel overheads and the
 step overhead).
