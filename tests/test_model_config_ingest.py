@@ -188,8 +188,8 @@ def test_qwen_windows_apply_only_with_use_sliding_window() -> None:
         # an unknown family with MoE keys: no known mapping of its experts
         ({**LLAMA, "model_type": "new_moe", "num_experts_per_tok": 2, "num_experts": 8},
          ["num_experts", "num_experts_per_tok"]),
-        # a Qwen3-Next-like hybrid of linear and full attention
-        ({**LLAMA, "model_type": "qwen3_next", "linear_num_key_heads": 16,
+        # a hybrid of linear and full attention of a family not read (Qwen3-Next's is read)
+        ({**LLAMA, "model_type": "kimi_linear", "linear_num_key_heads": 16,
           "linear_conv_kernel_dim": 4}, ["linear_conv_kernel_dim", "linear_num_key_heads"]),
         # a Mamba-like state-space model
         ({**LLAMA, "model_type": "mamba2", "state_size": 128, "conv_kernel": 4,

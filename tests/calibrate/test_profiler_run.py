@@ -43,6 +43,9 @@ def test_bad_profile_settings_are_rejected() -> None:
         ProfileSpec("llama-3.1-8b", batches=(0,))
     with pytest.raises(ConfigError, match="dense"):
         check_model(get_model("qwen3-30b-a3b"))
+    with pytest.raises(ConfigError, match="dense"):  # Mamba-2 and MLP-only layers
+        check_model(get_model("nemotron-nano-9b-v2"))
+    check_model(get_model("llama-3.1-8b"))
 
 
 def test_the_random_weight_decoder_runs_prefill_and_decode_on_cpu() -> None:

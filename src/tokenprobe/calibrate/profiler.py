@@ -33,7 +33,7 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError, TelemetryError
 from tokenprobe.hardware import get_gpu
-from tokenprobe.model import ModelSpec, get_model
+from tokenprobe.model import Gqa, ModelSpec, get_model
 from tokenprobe.records import RunWriter
 from tokenprobe.units import MILLI, now_s
 
@@ -105,7 +105,9 @@ class ProfileRun:
 
 
 def check_model(model: ModelSpec) -> None:
-    if model.moe is not None or model.mla is not None:
+    # every layer an attention + MLP decoder layer (hybrids' recurrent or MLP-only layers are not)
+    plain = all(isinstance(layer.mixer, Gqa) and layer.ffn is not None for layer in model.layers)
+    if model.moe is not None or model.mla is not None or not plain:
         raise ConfigError(
             "model", model.name, "the profiler builds dense MHA/GQA models only (no MoE, no MLA)"
         )

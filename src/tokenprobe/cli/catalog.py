@@ -10,7 +10,7 @@ from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_table
 from tokenprobe.hardware import get_gpu, gpu_names
 from tokenprobe.model import catalog_names, get_model
-from tokenprobe.units import GIGA, TERA, GiB
+from tokenprobe.units import GIGA, TERA, GiB, KiB, MiB
 
 JSON_HELP = "Print one JSON document only"
 MODEL_COLUMNS = (
@@ -19,9 +19,11 @@ MODEL_COLUMNS = (
     Col("total", "params", kind="num", justify="right"),
     Col("active", kind="num", justify="right"),
     Col("layers", kind="num", justify="right", drop=1),
+    Col("architecture", "arch", kind="name"),
     Col("attention", "attn", kind="num", drop=2),
     Col("MoE", kind="num", drop=1),
     Col("KV KiB/token (bf16)", "KV KiB", kind="num", justify="right"),
+    Col("state MiB/seq (bf16)", "state MiB", kind="num", justify="right", drop=2),
 )
 GPU_COLUMNS = (
     Col("name", kind="name"),
@@ -38,7 +40,8 @@ GPU_COLUMNS = (
 
 @app.command("models")
 def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
-    """List the built-in models with their parameter counts and KV bytes per token."""
+    """List the built-in models: architecture kind, parameter counts, KV bytes per token and the
+    fixed state per sequence of recurrent (linear-attention, SSM) layers."""
     rows: list[dict[str, Any]] = []
     for name in catalog_names():
         m = guarded(lambda name=name: get_model(name))  # type: ignore[misc]
@@ -49,7 +52,11 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
                 "params_total": m.params_total,
                 "params_active": m.params_active,
                 "layers": m.num_layers,
+                "architecture": m.architecture,
                 "kv_elements_per_token": m.kv_elements_per_token,
+                # bf16 KV plus any cache in a fixed format (DSA's fp8 indexer keys), one GPU
+                "kv_bytes_per_token_bf16": m.kv_bytes_per_token_per_gpu(2.0, 1),
+                "state_elements_per_seq": m.state_elements_per_seq,
                 "attention": "mla" if m.mla else f"{m.num_heads}q/{m.num_kv_heads}kv",
                 "moe": None if m.moe is None else f"{m.moe.experts_per_token}/{m.moe.num_experts}",
             }
@@ -67,13 +74,20 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
                 f"{r['params_total'] / GIGA:.2f} B",
                 f"{r['params_active'] / GIGA:.2f} B",
                 str(r["layers"]),
+                str(r["architecture"]),
                 str(r["attention"]),
                 str(r["moe"] or "-"),
-                f"{r['kv_elements_per_token'] * 2 / 1024:.0f}",
+                f"{r['kv_bytes_per_token_bf16'] / KiB:.0f}",
+                _state_mib(r["state_elements_per_seq"]),
             ]
             for r in rows
         ],
     )
+
+
+def _state_mib(elements: int) -> str:
+    """A sequence's fixed recurrent state in bf16, MiB ("-" for attention-only models)."""
+    return f"{elements * 2 / MiB:.1f}" if elements else "-"
 
 
 @app.command("gpus")

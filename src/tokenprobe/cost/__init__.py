@@ -30,6 +30,8 @@ from tokenprobe.cost.memory import (
     kv_capacity_tokens,
     max_context_tokens,
     memory_report,
+    state_blocks_per_seq,
+    state_bytes_per_seq_per_gpu,
 )
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
@@ -71,6 +73,8 @@ __all__ = [
     "op_costs",
     "resolve_parallelism",
     "send_time_s",
+    "state_blocks_per_seq",
+    "state_bytes_per_seq_per_gpu",
     "step_cost",
     "transfer_time_s",
 ]

@@ -129,21 +129,17 @@ class Deployment:
     @property
     def kv_heads_per_gpu(self) -> float:
         """KV heads a GPU stores per token it holds: split by tp, replicated when tp exceeds them;
-        MLA and attention DP: all."""
-        m = self.model
-        if m.mla is not None:
-            return float(m.num_kv_heads)
-        return max(1.0, m.num_kv_heads / self.dense_tp)
+        MLA and attention DP: all (the model's attention part says: model/attention.py)."""
+        return self.model.attention.kv_heads_per_gpu(self.dense_tp)
 
     @functools.cached_property
     def kv_bytes_per_token_per_gpu(self) -> float:
-        """KV-cache bytes one token of context occupies on one GPU (its layers, its heads)."""
-        m = self.model
-        per_layer = m.kv_elements_per_token_per_layer() * self.kv_dtype.bytes_per_element
-        if m.mla is None:
-            per_layer *= self.kv_heads_per_gpu / m.num_kv_heads
+        """KV-cache bytes one token of context occupies on one GPU (its layers, its heads): the
+        sum over the model's layers of what each part caches (recurrent layers: none)."""
+        kb = self.kv_dtype.bytes_per_element
+        per_gpu = self.model.kv_bytes_per_token_per_gpu(kb, self.dense_tp)
         # under attention DP a token lives on one GPU: amortised over the dp GPUs
-        return per_layer * m.num_layers / self.pp / self.dp
+        return per_gpu / self.pp / self.dp
 
     @functools.cached_property
     def kv_bytes_per_token(self) -> float:

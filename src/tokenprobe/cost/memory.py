@@ -13,7 +13,10 @@ gets what weights, the peak activations of a profiling pass and the runtime leav
 - runtime: CUDA context, cuBLAS/NCCL workspaces and CUDA graphs, a parameter (vLLM start-up
   logs typically show 0.5-1.5 GiB for these on one GPU).
 - KV per request: `ModelSpec.kv_elements_for_context` (sliding layers keep their window),
-  rounded up to whole blocks of `block_size` tokens (vLLM paged attention, default 16).
+  rounded up to whole blocks of `block_size` tokens (vLLM paged attention, default 16), plus
+  the fixed per-sequence state of recurrent layers (`state_bytes_per_seq_per_gpu`; vLLM v1
+  allocates one state per running request for a hybrid model's Mamba / linear-attention
+  layers), so a hybrid model's max concurrency is free / (KV of the context + state).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.ops import group_coeffs
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
+from tokenprobe.model import state_bytes_per_seq
 from tokenprobe.units import GiB
 
 DEFAULT_RUNTIME_BYTES = 1.0 * GiB
@@ -82,7 +86,8 @@ class MemoryReport:
     kv_free_bytes_per_gpu: float
     kv_bytes_per_token: float
     kv_bytes_per_token_per_gpu: float
-    kv_bytes_per_request: float
+    kv_bytes_per_request: float  # KV of the context plus the fixed state (all GPUs)
+    state_bytes_per_request: float  # of which the recurrent layers' fixed state (all GPUs)
     context_tokens: int
     kv_capacity_tokens: int
     max_concurrent_requests: int
@@ -98,11 +103,11 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     layers = sum(
         g.layers
         * (
-            g.qkv_weights
-            + g.o_weights
-            + g.mlp_weights
-            + g.router_weights
-            + g.experts_here * g.expert_weights
+            g.mix.qkv_weights
+            + g.mix.o_weights
+            + g.ffn.mlp_weights
+            + g.ffn.router_weights
+            + g.ffn.experts_here * g.ffn.expert_weights
         )
         for g in group_coeffs(dep)
     )
@@ -117,18 +122,42 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
 def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUDGET) -> float:
     m = dep.model
     ab = max(dep.act_dtype.bytes_per_element, 2.0)
-    widest = max(g.qkv_out + 2 * max(g.mlp_inner, g.expert_inner) for g in group_coeffs(dep))
+    widest = max(
+        g.mix.qkv_out + 2 * max(g.ffn.mlp_inner, g.ffn.expert_inner) for g in group_coeffs(dep)
+    )
     per_token = (2 * m.hidden_size + widest) * ab
     logits = budget.max_num_seqs * m.vocab_size / dep.dense_tp * 4.0
     return budget.max_num_batched_tokens * per_token + logits
 
 
+def state_bytes_per_seq_per_gpu(dep: Deployment) -> float:
+    """The fixed state one sequence holds on one GPU whatever its length: the recurrent layers'
+    (Gated DeltaNet, Mamba-2) conv and SSM states in the model dtype (vLLM's `auto` mamba cache
+    dtype; fp32 where the config says so), this GPU's layers and heads; 0 for attention-only
+    models. Under attention DP a sequence lives on one GPU: amortised over the dp GPUs."""
+    sb = max(dep.act_dtype.bytes_per_element, 2.0)
+    per_gpu = sum(g.layers * state_bytes_per_seq(g.mix, sb) for g in group_coeffs(dep))
+    return per_gpu / dep.dp
+
+
+def state_blocks_per_seq(dep: Deployment, block_size: int) -> int:
+    """KV blocks of `block_size` tokens one sequence's fixed state fills (rounded up): what a
+    paged KV pool reserves for it while it runs (sim/kv.py); 0 for attention-only models."""
+    state = state_bytes_per_seq_per_gpu(dep)
+    if not state:
+        return 0
+    return math.ceil(state / (block_size * dep.kv_bytes_per_token_per_gpu))
+
+
 def kv_bytes_per_request_per_gpu(dep: Deployment, context_tokens: int, block_size: int) -> float:
-    """KV bytes one sequence of `context_tokens` holds on one GPU, in whole blocks."""
+    """KV bytes one sequence of `context_tokens` holds on one GPU, in whole blocks, plus the
+    fixed state of its recurrent layers (a hybrid model's sequence reserves both)."""
     blocks = math.ceil(context_tokens / block_size)
     elems = dep.model.kv_elements_for_context(blocks * block_size)
     tokens_held = elems / dep.model.kv_elements_per_token  # < context when windows are full
-    return tokens_held * dep.kv_bytes_per_token_per_gpu
+    kv = tokens_held * dep.kv_bytes_per_token_per_gpu
+    state = state_bytes_per_seq_per_gpu(dep)
+    return kv + state if state else kv
 
 
 def memory_report(
@@ -173,6 +202,7 @@ def memory_report(
         kv_bytes_per_token=dep.kv_bytes_per_token,
         kv_bytes_per_token_per_gpu=dep.kv_bytes_per_token_per_gpu,
         kv_bytes_per_request=per_req * dep.num_gpus,
+        state_bytes_per_request=state_bytes_per_seq_per_gpu(dep) * dep.num_gpus,
         context_tokens=context_tokens,
         kv_capacity_tokens=capacity,
         max_concurrent_requests=concurrent,

@@ -1,13 +1,16 @@
 """FLOP and HBM bytes of every operator of one engine step, per GPU (requirements E5, E6).
 
-Per decoder layer (Megatron-style tensor parallel split over `tp`, see deployment.py):
+Per decoder layer, each term asks the layer's parts (`tokenprobe.model` attention.py,
+recurrent.py, ffn.py: their TP split and their context-dependent core), Megatron-style tensor
+parallel over `tp` (deployment.py):
 - qkv_proj  : 2·T·W_qkv FLOP (a matmul of T rows does 2 FLOP per weight per row; Kaplan et al.
-              arXiv:2001.08361 sec. 2.1); reads W_qkv weights once plus T rows in and out.
-- attention : 4·pairs·head_dim·heads FLOP (QKᵀ and PV, 2 FLOP per multiply-add each); reads
-              the KV cache of every decoding sequence (the decode bound) and writes new K, V.
-              MLA decode runs in the absorbed latent form (DeepSeek-V2 sec. 2.1.3, vLLM/FlashMLA):
-              2·pairs·heads·(kv_lora+rope) + 2·pairs·heads·kv_lora FLOP over a latent cache.
-              Sliding-window layers attend to at most `window` keys per query.
+              arXiv:2001.08361 sec. 2.1); reads W_qkv weights once plus T rows in and out. For a
+              recurrent layer: its input projections and convolution.
+- the mixer's core (the part's `core_terms`): `attention` (GQA: 4·pairs·head_dim·heads FLOP,
+              reads the KV cache of every decoding sequence; MLA decode in the absorbed latent
+              form; windows and DSA's top-k bound the keys a query sees), DSA's `indexer`
+              (scores every cached key), `linear_attention` (Gated DeltaNet) and `ssm`
+              (Mamba-2): FLOP per token, each stepped sequence's fixed state read and written.
 - o_proj    : 2·T·W_o FLOP.
 - mlp / moe : dense: 2·T·W_mlp. MoE: router 2·T·h·E; routed experts 2·T·k·W_expert FLOP;
               weights of the expected number of distinct experts the T tokens touch,
@@ -39,7 +42,7 @@ import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.model import LayerSpec
+from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
 
 # Activation passes over T x hidden per layer outside the matmuls: 2 RMSNorm (read + write),
 # 2 residual adds (2 reads + 1 write), RoPE on q/k (~1): about 10 (vLLM fused kernels do less).
@@ -53,6 +56,9 @@ OpTerm = tuple[str, float, float, float, int]  # (name, layers, flop, hbm_bytes,
 KERNELS = {
     "qkv_proj": 1,
     "attention": 3,
+    "indexer": 3,  # DSA: fp8 quantize, MQA logits, top-k (vLLM `Indexer`)
+    "linear_attention": 4,  # GDN: conv1d, gating, chunked delta rule, gated norm (vLLM)
+    "ssm": 4,  # Mamba-2: conv1d, SSD chunk scan, state update, gated norm (vLLM MambaMixer2)
     "o_proj": 1,
     "mlp": 3,
     "shared_experts": 3,
@@ -64,93 +70,46 @@ KERNELS = {
 }
 # Operators whose HBM traffic runs at an efficiency of its own (`Efficiency` field names): the
 # paged KV cache of attention, the scattered expert weights of a fused MoE kernel.
-MEMORY_EFFICIENCY_FIELD = {"attention": "attention_memory", "experts": "moe_memory"}
+MEMORY_EFFICIENCY_FIELD = {
+    "attention": "attention_memory",
+    "indexer": "attention_memory",  # the DSA indexer reads the paged fp8 key cache too
+    "experts": "moe_memory",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class _GroupCoeffs:
-    """Per-GPU constants of one kind of layer, computed once per deployment."""
+    """Per-GPU constants of one kind of layer, computed once per deployment by its parts."""
 
     layers: float  # this GPU's layers of this kind (a pipeline stage holds 1/pp)
-    window: int
-    moe: bool
-    qkv_weights: float  # elements on this GPU
-    qkv_out: float  # output width on this GPU
-    o_weights: float
-    o_in: float
-    mlp_weights: float  # dense MLP or shared experts
-    mlp_inner: float  # intermediate width on this GPU (dense or shared)
-    expert_weights: float  # one routed expert's elements on this GPU (TP slice or whole)
-    experts_here: float  # routed experts resident on this GPU (E under TP, E/tp under EP)
-    expert_inner: float
-    router_weights: float
-    attn_flop_per_pair_prefill: float
-    attn_flop_per_pair_decode: float
-    kv_elems_per_token: float  # this GPU's share of one layer's cache entry
+    layer: Layer
+    mix: MixerSplit  # the token mixer's split (all zero for an MLP-only layer)
+    ffn: FfnSplit  # the FFN's split (all zero for a mixer-only layer)
+
+    @property
+    def moe(self) -> bool:
+        return isinstance(self.layer.ffn, Moe)
+
+
+_NO_MIXER = MixerSplit(0.0, 0.0, 0.0, 0.0)
+_NO_FFN = FfnSplit(0.0, 0.0)
 
 
 def group_coeffs(dep: Deployment) -> tuple[_GroupCoeffs, ...]:
     cached: tuple[_GroupCoeffs, ...] | None = dep.__dict__.get("_group_coeffs")
     if cached is None:
-        cached = tuple(_coeffs(dep, spec, n) for spec, n in dep.model.layer_groups)
+        cached = tuple(_coeffs(dep, layer, n) for layer, n in dep.model.part_groups)
         object.__setattr__(dep, "_group_coeffs", cached)
     return cached
 
 
-def _coeffs(dep: Deployment, spec: LayerSpec, n_layers: int) -> _GroupCoeffs:
-    m, tp = dep.model, dep.dense_tp  # attention and dense layers; experts below use dep.tp
-    h = m.hidden_size
-    heads_gpu = m.num_heads / tp
-    layers = n_layers / dep.pp  # this GPU's pipeline stage holds 1/pp of the layers
-    if m.mla is not None:
-        a = m.mla
-        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-        q_rep = h * a.q_lora_rank if a.q_lora_rank else 0.0
-        q_split = (a.q_lora_rank or h) * m.num_heads * qk / tp
-        kv_a = h * (a.kv_lora_rank + a.qk_rope_head_dim)
-        kv_b = a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim) / tp
-        qkv_w = q_rep + q_split + kv_a + kv_b
-        qkv_out = heads_gpu * qk + a.kv_lora_rank + a.qk_rope_head_dim
-        o_in = heads_gpu * a.v_head_dim
-        pre = 2 * heads_gpu * (qk + a.v_head_dim)
-        dec = 2 * heads_gpu * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-        kv_elems = float(a.kv_lora_rank + a.qk_rope_head_dim)
-    else:
-        kv_heads_gpu = dep.kv_heads_per_gpu
-        qkv_out = (heads_gpu + 2 * kv_heads_gpu) * m.head_dim
-        qkv_w = h * qkv_out
-        o_in = heads_gpu * m.head_dim
-        pre = dec = 4 * heads_gpu * m.head_dim
-        kv_elems = 2 * kv_heads_gpu * m.head_dim
-    mats = 3 if m.gated_mlp else 2  # gate, up, down (SwiGLU) or up, down
-    moe = m.moe if spec.moe else None
-    if moe is None:
-        mlp_inner = m.intermediate_size / tp
-        expert_w = experts_here = expert_inner = router_w = 0.0
-    else:
-        mlp_inner = moe.num_shared_experts * moe.shared_intermediate_size / tp
-        expert_inner = moe.expert_intermediate_size / (1 if dep.expert_parallel else dep.tp)
-        expert_w = mats * h * expert_inner
-        experts_here = moe.num_experts / (dep.tp if dep.expert_parallel else 1)
-        router_w = h * moe.num_experts
-    return _GroupCoeffs(
-        layers=layers,
-        window=spec.window,
-        moe=spec.moe,
-        qkv_weights=qkv_w,
-        qkv_out=qkv_out,
-        o_weights=o_in * h,
-        o_in=o_in,
-        mlp_weights=mats * h * mlp_inner,
-        mlp_inner=mlp_inner,
-        expert_weights=expert_w,
-        experts_here=experts_here,
-        expert_inner=expert_inner,
-        router_weights=router_w,
-        attn_flop_per_pair_prefill=pre,
-        attn_flop_per_pair_decode=dec,
-        kv_elems_per_token=kv_elems,
-    )
+def _coeffs(dep: Deployment, layer: Layer, n_layers: int) -> _GroupCoeffs:
+    """Ask the layer's parts for their split: attention and dense layers over `dense_tp`
+    (1 under attention DP), routed experts over `tp` (sliced, or whole under EP)."""
+    tp = dep.dense_tp
+    mix = layer.mixer.split(tp) if layer.mixer is not None else _NO_MIXER
+    ffn = layer.ffn.split(tp, dep.tp, dep.expert_parallel) if layer.ffn is not None else _NO_FFN
+    return _GroupCoeffs(layers=n_layers / dep.pp, layer=layer, mix=mix, ffn=ffn)
 
 
 def _term(name: str, layers: float, flop: Any, nbytes: Any) -> OpTerm:
@@ -262,51 +221,39 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     shape = local_shape(dep, shape)
     tokens = shape.tokens
     for g in group_coeffs(dep):
-        n = g.layers
-        yield _term(
-            "qkv_proj",
-            n,
-            2 * tokens * g.qkv_weights,
-            g.qkv_weights * wb + tokens * (h + g.qkv_out) * ab,
-        )
-        yield _attention(g, shape, ab, kb)
-        yield _term(
-            "o_proj", n, 2 * tokens * g.o_weights, g.o_weights * wb + tokens * (g.o_in + h) * ab
-        )
-        if g.mlp_weights:
+        n, mix, ffn = g.layers, g.mix, g.ffn
+        mixer = g.layer.mixer
+        if mixer is not None:
+            yield _term(
+                "qkv_proj",
+                n,
+                2 * tokens * mix.qkv_weights,
+                mix.qkv_weights * wb + tokens * (h + mix.qkv_out) * ab,
+            )
+            for name, flop, nbytes in mixer.core_terms(mix, shape, ab, kb):
+                yield _term(name, n, flop, nbytes)
+            yield _term(
+                "o_proj",
+                n,
+                2 * tokens * mix.o_weights,
+                mix.o_weights * wb + tokens * (mix.o_in + h) * ab,
+            )
+        if ffn.mlp_weights:
             name = "shared_experts" if g.moe else "mlp"
             yield _term(
                 name,
                 n,
-                2 * tokens * g.mlp_weights,
-                g.mlp_weights * wb + tokens * (2 * h + 4 * g.mlp_inner) * ab,
+                2 * tokens * ffn.mlp_weights,
+                ffn.mlp_weights * wb + tokens * (2 * h + 4 * ffn.mlp_inner) * ab,
             )
-        if g.moe and m.moe is not None:
-            yield from _moe_terms(dep, g, tokens, all_tokens, wb, ab, h)
+        if isinstance(g.layer.ffn, Moe):
+            yield from _moe_terms(dep, g.layer.ffn, g, tokens, all_tokens, wb, ab, h)
         yield _term("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
-
-
-def _minimum(a: Any, b: Any) -> Any:
-    """min() for floats, elementwise for the numpy grids of `sweep.py` (floats stay fast)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.minimum(a, b)
-    return a if a <= b else b
-
-
-def _attention(g: _GroupCoeffs, shape: BatchShape, ab: float, kb: float) -> OpTerm:
-    pairs = shape.prefill_attn_pairs
-    ctx = shape.decode_context_tokens
-    if g.window:
-        pairs = _minimum(pairs, shape.prefill_tokens * g.window)
-        ctx = _minimum(ctx, shape.decode_seqs * g.window)
-    flop = pairs * g.attn_flop_per_pair_prefill + ctx * g.attn_flop_per_pair_decode
-    kv_bytes = (ctx + shape.tokens) * g.kv_elems_per_token * kb  # read cache, write new K/V
-    io_bytes = shape.tokens * (g.qkv_out + g.o_in) * ab
-    return _term("attention", g.layers, flop, kv_bytes + io_bytes)
 
 
 def _moe_terms(
     dep: Deployment,
+    moe: Moe,
     g: _GroupCoeffs,
     tokens: float,
     all_tokens: float,
@@ -314,10 +261,8 @@ def _moe_terms(
     ab: float,
     h: int,
 ) -> Iterator[OpTerm]:
-    moe = dep.model.moe
-    assert moe is not None
-    n = g.layers
-    yield _term("router", n, 2 * tokens * g.router_weights, g.router_weights * ab + tokens * h * ab)
+    n, f = g.layers, g.ffn
+    yield _term("router", n, 2 * tokens * f.router_weights, f.router_weights * ab + tokens * h * ab)
     skew = dep.efficiency.routing_skew
     if dep.expert_parallel and dep.tp > 1:
         touched = slowest_gpu_experts(
@@ -327,10 +272,10 @@ def _moe_terms(
         touched = expected_distinct_experts(
             moe.num_experts, moe.experts_per_token, all_tokens, skew
         )
-    routed_rows = all_tokens * moe.experts_per_token * g.experts_here / moe.num_experts
-    flop = 2 * routed_rows * g.expert_weights
-    act = routed_rows * (2 * h + 4 * g.expert_inner) * ab
-    yield _term("experts", n, flop, touched * g.expert_weights * wb + act)
+    routed_rows = all_tokens * moe.experts_per_token * f.experts_here / moe.num_experts
+    flop = 2 * routed_rows * f.expert_weights
+    act = routed_rows * (2 * h + 4 * f.expert_inner) * ab
+    yield _term("experts", n, flop, touched * f.expert_weights * wb + act)
 
 
 def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:

@@ -2,9 +2,9 @@
 
 Each operator takes t = kernels·α + max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m)) (Williams,
 Waterman & Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363).
-Tensor-parallel all-reduces (two per layer, after attention and after the MLP/MoE, Megatron-LM)
-and pipeline sends are added without overlap, as vLLM runs them; a fixed per-step overhead
-(scheduling, sampling) closes the step. Every second of the step is attributed to the resource
+Tensor-parallel all-reduces (one per row-parallel matmul, Megatron-LM: two per layer, after
+attention and after the MLP/MoE; one per Nemotron-H block) and pipeline sends are added without
+overlap, as vLLM runs them; a fixed per-step overhead (scheduling, sampling) closes the step. Every second of the step is attributed to the resource
 that bounds it: compute, memory (HBM), communication, or overhead (per-kernel overheads and the
 step overhead).
 
@@ -190,7 +190,9 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
 def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, int]:
     """(all-reduce bytes, all-reduces, all-to-all bytes, all-to-alls) of one pass."""
     act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
-    allreduces = 2 * dep.model.num_layers if dep.dense_tp > 1 else 0
+    # one all-reduce per row-parallel output: the mixer's o_proj and the MLP's down_proj
+    # (2 per layer; 1 for Nemotron-H's mixer-only and MLP-only blocks)
+    allreduces = dep.model.row_parallel_outputs if dep.dense_tp > 1 else 0
     moe = dep.model.moe
     if not (dep.attention_dp and moe is not None and dep.tp > 1):
         return act_bytes, allreduces, 0.0, 0

@@ -5,9 +5,12 @@ class its defaults come from (src/transformers/models/<type>/configuration_<type
 default `tie_word_embeddings` (the Hub's config.json leaves a key out when it equals the class
 default, so Gemma's and Falcon's configs carry no tie key and mean True), `head_dim` (Gemma 256,
 Qwen3 128, gpt-oss 64, Llama 4 128; elsewhere hidden_size // num_attention_heads) and
-`num_key_value_heads` (Mistral/Mixtral 8, Qwen2 32, ...; elsewhere the head count). Falcon and
-GPT-BigCode have their own readers: their KV heads come from `multi_query`,
-`new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`.
+`num_key_value_heads` (Mistral/Mixtral 8, Qwen2 32, ...; elsewhere the head count). Falcon,
+GPT-BigCode and Nemotron-H have their own readers (Falcon's and GPT-BigCode's KV heads come from
+`multi_query`, `new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`;
+Nemotron-H's layers from `hybrid_override_pattern`); Qwen3-Next / Qwen3.5 (Gated DeltaNet
+hybrids) and DeepSeek-V3.2 (sparse attention) add their keys to the decoder reader
+(`hf_hybrid.py`).
 
 The rule for keys (what keeps a config from being read silently wrong):
 - A *shape key* is one whose name matches `SHAPE_KEY` (widths, heads, layers, experts and
@@ -59,6 +62,8 @@ NEUTRAL_KEYS = frozenset(
         "router_z_loss_coef",
         "num_nextn_predict_layers",
         "num_mtp_layers",
+        "mtp_num_hidden_layers",  # Qwen3.5's MTP layer, likewise not run or counted
+        "mtp_use_dedicated_embeddings",
     }
 )
 
@@ -98,6 +103,22 @@ _DEEPSEEK_MOE = frozenset(
 )
 
 
+_GDN = frozenset(
+    {
+        "layer_types",
+        "full_attention_interval",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_conv_kernel_dim",
+        "attn_output_gate",
+        "mamba_ssm_dtype",  # the recurrent state's dtype (Qwen3.5: float32)
+    }
+)
+_DSA = frozenset({"index_n_heads", "index_head_dim", "index_topk"})
+
+
 @dataclass(frozen=True)
 class Family:
     """How one `model_type` is read. `windows`: how layers get their attention kind ("" none,
@@ -119,6 +140,7 @@ class Family:
     gated: bool | None = True  # None: from hidden_act (unknown families)
     norm_bias: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    hybrid: str = ""  # "gdn": Gated DeltaNet layers (Qwen3-Next); "dsa": sparse MLA (V3.2)
 
 
 _TF = "transformers src/transformers/models/"
@@ -228,6 +250,62 @@ FAMILIES: dict[str, Family] = {
         moe="deepseek",
         defaults={"n_shared_experts": 1, "first_k_dense_replace": 3},
     ),
+    "deepseek_v32": Family(
+        "github.com/deepseek-ai/DeepSeek-V3.2-Exp inference/model.py ModelArgs (DeepSeek-V3 "
+        "with the lightning indexer)",
+        _BASE | _MLA | _DEEPSEEK_MOE | _DSA | {"moe_layer_freq", "attention_bias"},
+        tie=False,
+        moe="deepseek",
+        defaults={"n_shared_experts": 1, "first_k_dense_replace": 3},
+        hybrid="dsa",
+    ),
+    "qwen3_next": Family(
+        _TF + "qwen3_next/configuration_qwen3_next.py Qwen3NextConfig, modeling_qwen3_next.py",
+        _BASE
+        | _QWEN_WINDOWS
+        | _QWEN_MOE
+        | _GDN
+        | {"shared_expert_intermediate_size"}
+        | {"attention_bias"},
+        tie=False,
+        head_dim=256,
+        kv_heads=2,
+        moe="qwen",
+        bias="attention_bias",
+        qk_norm="always",
+        hybrid="gdn",
+    ),
+    "qwen3_5_moe_text": Family(
+        _TF + "qwen3_5_moe/configuration_qwen3_5_moe.py Qwen3_5MoeTextConfig (Qwen3-Next's "
+        "layers; a vision tower beside them is not counted)",
+        _BASE | _QWEN_MOE | _GDN | {"shared_expert_intermediate_size", "attention_bias"},
+        tie=False,
+        head_dim=256,
+        kv_heads=2,
+        moe="qwen",
+        bias="attention_bias",
+        qk_norm="always",
+        hybrid="gdn",
+    ),
+    "nemotron_h": Family(
+        _TF + "nemotron_h/configuration_nemotron_h.py NemotronHConfig, modeling_nemotron_h.py",
+        frozenset(
+            {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"}
+            | {"head_dim", "attention_head_dim", "intermediate_size", "vocab_size"}
+            | {"tie_word_embeddings", "hybrid_override_pattern", "layers_block_type"}
+            | {"layer_types", "mamba_num_heads", "mamba_head_dim", "n_groups", "mamba_n_groups"}
+            | {"ssm_state_size", "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"}
+            | {"use_conv_bias", "mamba_proj_bias", "mamba_ssm_cache_dtype", "use_bias"}
+            | {"attention_bias", "mlp_bias", "sliding_window"}
+            # no weight: the mixer's activation, kernel choice and dt initialisation
+            | {"mamba_hidden_act", "use_mamba_kernels", "time_step_rank", "time_step_min"}
+            | {"time_step_max", "time_step_floor", "time_step_limit"}
+        ),
+        tie=False,
+        kv_heads=8,
+        gated=False,
+        norms=1,
+    ),
     "gpt_oss": Family(
         _TF + "gpt_oss/configuration_gpt_oss.py GptOssConfig",
         _BASE
@@ -302,7 +380,13 @@ FAMILIES: dict[str, Family] = {
     ),
 }
 # model_types that are another's text model (multimodal wrappers read their text_config)
-_SAME = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+_SAME = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+    "qwen3_5": "qwen3_5_moe_text",  # dense Qwen3.5: the same layers without experts
+    "qwen3_5_text": "qwen3_5_moe_text",
+}
 GENERIC = Family(
     "transformers src/transformers/configuration_utils.py PretrainedConfig (tie default True)",
     _BASE | {"layer_types", "sliding_window", "attention_bias", "mlp_bias"},

@@ -15,6 +15,7 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.model.families import Family, check_shape_keys, family_of, is_set
+from tokenprobe.model.hf_hybrid import dsa_spec, gdn_fields, nemotron_h
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
     MAX_HEAD_DIM,
@@ -289,6 +290,14 @@ def _biases(c: _Cfg, fam: Family) -> dict[str, bool]:
     }
 
 
+def _unused_dense(moe: MoeSpec | None) -> int | None:
+    """A config whose every layer is MoE may leave out the dense width (Qwen3.5-MoE's
+    text_config has none): no layer uses it, so any valid width is the same model."""
+    if moe is not None and moe.first_dense_layers == 0 and moe.layer_step == 1:
+        return moe.expert_intermediate_size
+    return None
+
+
 def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
     """A Llama-style decoder (every family but Falcon and GPT-BigCode)."""
     hidden = c.count("hidden_size", hi=MAX_HIDDEN_SIZE)
@@ -297,7 +306,7 @@ def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
     kv_heads = c.count("num_key_value_heads", hi=MAX_HEADS, default=fam.kv_heads or heads)
     mla = _mla(c) if "kv_lora_rank" in fam.keys else None
     moe = _moe(c, fam, layers)
-    kinds, window = _attention_kinds(c, fam, layers)
+    kinds, window = _attention_kinds(c, fam, layers) if fam.hybrid != "gdn" else ((), 0)
     dense = ("intermediate_size_mlp", "intermediate_size") if fam.moe == "llama4" else ()
     gated = fam.gated
     if gated is None:  # unknown family: a plain (ungated) MLP only for the GPT-2 activations
@@ -309,13 +318,22 @@ def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
     elif fam.moe == "qwen" and moe is not None and moe.num_shared_experts:
         extra = layers * hidden  # Qwen2-MoE's shared_expert_gate, hidden -> 1, per layer
     qk_norm = fam.qk_norm == "always" or (bool(fam.qk_norm) and c.flag(fam.qk_norm, False))
+    hybrid: dict[str, Any] = {}
+    if fam.hybrid == "gdn":
+        hybrid = gdn_fields(c, layers)
+        kinds, window = hybrid.pop("layer_types"), 0
+    elif fam.hybrid == "dsa" and mla is not None:
+        hybrid = {"dsa": dsa_spec(c)}
     return {
+        **hybrid,
         "hidden_size": hidden,
         "num_layers": layers,
         "num_heads": heads,
         "num_kv_heads": heads if mla is not None else kv_heads,
         "head_dim": _head_dim(c, fam, hidden, heads),
-        "intermediate_size": c.count(*dense, "intermediate_size", hi=MAX_INTERMEDIATE_SIZE),
+        "intermediate_size": c.count(
+            *dense, "intermediate_size", hi=MAX_INTERMEDIATE_SIZE, default=_unused_dense(moe)
+        ),
         "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
         "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
         "gated_mlp": gated,
@@ -406,6 +424,10 @@ def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
     }
 
 
+def _nemotron_h(c: _Cfg, fam: Family) -> dict[str, Any]:
+    return nemotron_h(c, fam.tie)
+
+
 def _check_keys(cfg: Mapping[Any, Any], where: str) -> None:
     for key in cfg:
         if not isinstance(key, str):
@@ -450,7 +472,9 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
     fam = family_of(model_type)
     check_shape_keys(cfg, model_type, fam)
     c = _Cfg(cfg, fam.defaults)
-    reader = {"falcon": _falcon, "gpt_bigcode": _gpt_bigcode}.get(model_type, _decoder)
+    reader = {"falcon": _falcon, "gpt_bigcode": _gpt_bigcode, "nemotron_h": _nemotron_h}.get(
+        model_type, _decoder
+    )
     shape = reader(c, fam)
     label = cfg.get("_name_or_path")
     hf_id = label if isinstance(label, str) else ""

@@ -1,11 +1,14 @@
 """The shape of a decoder-only transformer and what it costs in parameters and KV cache.
 
-A `ModelSpec` is enough to count parameters, KV-cache bytes and per-operator FLOP/bytes (see
-`cost/ops.py`). It covers dense MHA/GQA/MQA, MLA (DeepSeek-V2/V3), MoE with routed + shared
-experts, dense first layers and MoE layers interleaved with dense ones (Llama 4), sliding-window
-and hybrid (local/global) attention layers (Llama 4's chunked local attention is modelled as a
-window of the chunk size), tied embeddings, LayerNorms with biases, biased linear layers and
-learned absolute position embeddings (GPT-BigCode).
+A `ModelSpec` holds a config's shape; `ModelSpec.layers` is the model as a list of layers made of
+parts (`layers.py`): a token mixer (`attention.py`: MHA/GQA/MQA, sliding or chunked windows,
+gated attention, MLA, MLA with DeepSeek sparse attention; `recurrent.py`: Gated DeltaNet linear
+attention, Mamba-2) and an FFN (`ffn.py`: dense, or MoE with shared experts; dense-first and
+interleaved layers). Each part knows its parameters, its cache per token and per sequence, its
+FLOP/bytes and its TP split; parameter and cache counts here are sums over the parts, and
+`cost/ops.py` asks the parts. Hybrids interleave the kinds (Qwen3-Next 3 Gated DeltaNet : 1
+gated attention; Nemotron-H's Mamba-2 / attention / MLP pattern). Also: tied embeddings,
+LayerNorms with biases, biased linear layers, learned absolute positions (GPT-BigCode).
 
 Parameter conventions (they differ between publishers, so both are offered):
 - `params_total`: every weight of the language model, input embedding and LM head included
@@ -25,101 +28,72 @@ consistent (KV heads divide the heads, top-k at most the experts, ...). A bad va
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from dataclasses import dataclass, field
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.model.ffn import Moe, mlp_params
+from tokenprobe.model.layers import (
+    Attention,
+    Layer,
+    architecture_label,
+    build_attention,
+    build_layer,
+)
+from tokenprobe.model.shapes import (
+    LAYER_KINDS,
+    MAX_CONV_KERNEL,
+    MAX_EXPERTS,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_HIDDEN_SIZE,
+    MAX_INTERMEDIATE_SIZE,
+    MAX_LAYERS,
+    MAX_POSITION_EMBEDDINGS,
+    MAX_VOCAB_SIZE,
+    MAX_WINDOW_TOKENS,
+    AttentionKind,
+    DsaSpec,
+    GdnSpec,
+    MambaSpec,
+    MlaSpec,
+    MoeSpec,
+    check_count,
+    check_flags,
+)
 
-AttentionKind = Literal["full", "sliding"]
-
-# Limits on a model's shape: each is 10-100x the largest published model's value, so no real
-# config meets one, while an absurd one (10^7 layers) is refused instead of hanging the loops
-# over layers (`layer_groups`) and experts (`cost/ops.py`). Largest published values (2025):
-# layers 126 (Llama-3.1-405B), hidden 18,432 (PaLM-540B), heads 128 (DeepSeek-V3), head_dim 256
-# (Gemma), MLP width 73,728 (PaLM-540B), vocab 262,208 (Gemma 3), experts 512 (Qwen3-Next).
-MAX_LAYERS = 10_000
-MAX_HIDDEN_SIZE = 1 << 20
-MAX_HEADS = 1 << 14
-MAX_HEAD_DIM = 1 << 14
-MAX_INTERMEDIATE_SIZE = 1 << 24
-MAX_VOCAB_SIZE = 1 << 24
-MAX_EXPERTS = 1 << 14
-MAX_WINDOW_TOKENS = 1 << 31  # a window wider than any context is harmless, a 2^63 one is not
-MAX_POSITION_EMBEDDINGS = 1 << 24  # learned absolute positions (GPT-BigCode `n_positions`)
-
-
-def check_count(name: str, value: object, hi: int, lo: int = 1) -> int:
-    """`value` as an int in [lo, hi]; ConfigError naming `name` otherwise (bools, floats, NaN,
-    strings and None are refused: True is an int in Python, never a size anyone meant)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, value, f"an integer in [{lo:,}, {hi:,}]")
-    if not lo <= value <= hi:
-        raise ConfigError(name, value, f"an integer in [{lo:,}, {hi:,}]")
-    return value
-
-
-def _check_flags(obj: object) -> None:
-    for f in fields(obj):  # type: ignore[arg-type]
-        if f.type in ("bool", bool) and not isinstance(getattr(obj, f.name), bool):
-            raise ConfigError(f.name, getattr(obj, f.name), "true or false")
-
-
-@dataclass(frozen=True, slots=True)
-class MlaSpec:
-    """DeepSeek multi-head latent attention (arXiv:2405.04434, section 2.1)."""
-
-    q_lora_rank: int  # 0: queries are projected directly from the hidden state
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-
-    def __post_init__(self) -> None:
-        check_count("q_lora_rank", self.q_lora_rank, MAX_HIDDEN_SIZE, lo=0)
-        check_count("kv_lora_rank", self.kv_lora_rank, MAX_HIDDEN_SIZE)
-        check_count("qk_nope_head_dim", self.qk_nope_head_dim, MAX_HEAD_DIM, lo=0)
-        check_count("qk_rope_head_dim", self.qk_rope_head_dim, MAX_HEAD_DIM, lo=0)
-        check_count("v_head_dim", self.v_head_dim, MAX_HEAD_DIM)
-        if self.qk_nope_head_dim + self.qk_rope_head_dim < 1:
-            raise ConfigError("qk_nope_head_dim", self.qk_nope_head_dim, "a query/key head of >= 1")
-
-
-@dataclass(frozen=True, slots=True)
-class MoeSpec:
-    num_experts: int
-    experts_per_token: int
-    expert_intermediate_size: int
-    num_shared_experts: int = 0
-    shared_intermediate_size: int = 0  # per shared expert
-    first_dense_layers: int = 0  # DeepSeek `first_k_dense_replace`
-    expert_bias: bool = False  # gpt-oss experts carry biases
-    layer_step: int = 1  # Llama 4 `interleave_moe_layer_step`: every layer_step-th layer is MoE
-
-    def __post_init__(self) -> None:
-        check_count("num_experts", self.num_experts, MAX_EXPERTS)
-        check_count("num_experts_per_tok", self.experts_per_token, self.num_experts)
-        check_count("moe_intermediate_size", self.expert_intermediate_size, MAX_INTERMEDIATE_SIZE)
-        check_count("n_shared_experts", self.num_shared_experts, MAX_EXPERTS, lo=0)
-        if self.num_shared_experts:
-            check_count(
-                "shared_expert_intermediate_size",
-                self.shared_intermediate_size,
-                MAX_INTERMEDIATE_SIZE,
-            )
-        else:
-            check_count("shared_expert_intermediate_size", self.shared_intermediate_size, 0, lo=0)
-        check_count("first_k_dense_replace", self.first_dense_layers, MAX_LAYERS - 1, lo=0)
-        check_count("interleave_moe_layer_step", self.layer_step, MAX_LAYERS)
-        _check_flags(self)
+__all__ = [
+    "LAYER_KINDS",
+    "MAX_CONV_KERNEL",
+    "MAX_EXPERTS",
+    "MAX_HEADS",
+    "MAX_HEAD_DIM",
+    "MAX_HIDDEN_SIZE",
+    "MAX_INTERMEDIATE_SIZE",
+    "MAX_LAYERS",
+    "MAX_POSITION_EMBEDDINGS",
+    "MAX_VOCAB_SIZE",
+    "MAX_WINDOW_TOKENS",
+    "AttentionKind",
+    "DsaSpec",
+    "GdnSpec",
+    "LayerSpec",
+    "MambaSpec",
+    "MlaSpec",
+    "ModelSpec",
+    "MoeSpec",
+    "check_count",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class LayerSpec:
-    """What one decoder layer is made of (identical layers are grouped by `layer_groups`)."""
+    """What one decoder layer is made of (identical layers are grouped by `layer_groups`):
+    its mixer kind ("none" for an MLP-only layer), its window, and its FFN (none, dense, MoE)."""
 
-    attention: AttentionKind
+    attention: str  # an AttentionKind, or "none"
     window: int  # 0 for full attention
     moe: bool
+    ffn: bool = True
 
 
 @dataclass(frozen=True)
@@ -149,6 +123,11 @@ class ModelSpec:
     model_type: str = ""
     extra_params: int = 0  # e.g. attention sinks; counted in total and active
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    dsa: DsaSpec | None = None  # DeepSeek sparse attention on the MLA layers
+    linear_attention: GdnSpec | None = None  # the "linear" layers' Gated DeltaNet
+    mamba: MambaSpec | None = None  # the "mamba" layers' Mamba-2 mixer
+    attn_output_gate: bool = False  # gated attention: q_proj also emits a sigmoid gate
+    mixer_only: bool = False  # Nemotron-H: a layer is a mixer or an MLP, never both
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)
@@ -162,13 +141,15 @@ class ModelSpec:
         check_count("sliding_window", self.sliding_window, MAX_WINDOW_TOKENS, lo=0)
         check_count("n_positions", self.position_embeddings, MAX_POSITION_EMBEDDINGS, lo=0)
         check_count("extra_params", self.extra_params, MAX_LAYERS * MAX_HEADS, lo=0)
-        _check_flags(self)
+        check_flags(self)
         if self.num_heads % self.num_kv_heads:
             raise ConfigError(
                 "num_key_value_heads",
                 self.num_kv_heads,
                 f"must divide num_attention_heads={self.num_heads}",
             )
+        if self.dsa is not None and self.mla is None:
+            raise ConfigError("index_topk", self.dsa.index_topk, "DSA is modelled on MLA layers")
         self._check_layers()
 
     def _check_layers(self) -> None:
@@ -177,14 +158,24 @@ class ModelSpec:
                 "layer_types", len(self.layer_types), f"one entry per layer ({self.num_layers})"
             )
         for kind in self.layer_types:
-            if kind not in ("full", "sliding"):
-                raise ConfigError("layer_types", kind, "'full' or 'sliding'")
+            if kind not in LAYER_KINDS:
+                raise ConfigError("layer_types", kind, f"one of {', '.join(LAYER_KINDS)}")
         if "sliding" in self.layer_types and self.sliding_window <= 0:
             raise ConfigError(
                 "sliding_window",
                 self.sliding_window,
                 "a positive window when some layers use sliding attention",
             )
+        for kind, part, key in (
+            ("linear", self.linear_attention, "linear_num_value_heads"),
+            ("mamba", self.mamba, "mamba_num_heads"),
+        ):
+            if kind in self.layer_types and part is None:
+                raise ConfigError(key, None, f"required by the {kind!r} layers")
+        if "mlp" in self.layer_types and not self.mixer_only:
+            raise ConfigError("layer_types", "mlp", "MLP-only layers belong to mixer-only blocks")
+        if self.layer_types and not any(k in ("full", "sliding") for k in self.layer_types):
+            raise ConfigError("layer_types", "no attention layer", "at least one attention layer")
         moe = self.moe
         if moe is not None and not any(
             i >= moe.first_dense_layers and (i + 1) % moe.layer_step == 0
@@ -205,6 +196,10 @@ class ModelSpec:
             and index >= self.moe.first_dense_layers
             and (index + 1) % self.moe.layer_step == 0
         )
+        if self.mixer_only:  # Nemotron-H block: the mixer, or the MLP
+            if kind == "mlp":
+                return LayerSpec("none", 0, False)
+            return LayerSpec(kind, window, False, ffn=False)
         return LayerSpec(kind, window, is_moe)
 
     @functools.cached_property
@@ -216,7 +211,38 @@ class ModelSpec:
             counts[spec] = counts.get(spec, 0) + 1
         return tuple(counts.items())
 
-    # ---- per-layer parameter counts --------------------------------------------------------
+    @functools.cached_property
+    def part_groups(self) -> tuple[tuple[Layer, int], ...]:
+        """`layer_groups` as layers of parts (mixer, FFN, norms), with their counts."""
+        return tuple((build_layer(self, spec), n) for spec, n in self.layer_groups)
+
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        """The model as its list of layers, in order (a hybrid interleaves kinds of parts)."""
+        parts = {layer.spec: layer for layer, _ in self.part_groups}
+        return tuple(parts[self.layer(i)] for i in range(self.num_layers))
+
+    @functools.cached_property
+    def attention(self) -> Attention:
+        """The model's full-attention part (the one its KV-head split is defined by)."""
+        return build_attention(self, 0)
+
+    @property
+    def architecture(self) -> str:
+        """A short kind: "dense GQA", "MoE MLA+DSA", "hybrid GDN+gated GQA MoE", ..."""
+        return architecture_label(self)
+
+    @functools.cached_property
+    def row_parallel_outputs(self) -> int:
+        """Row-parallel matmuls per forward pass (each ends in a TP all-reduce, Megatron-LM):
+        one per mixer (o_proj / out_proj) and one per FFN (down_proj): 2 per layer for a
+        decoder of attention + MLP layers."""
+        return sum(
+            ((layer.mixer is not None) + (layer.ffn is not None)) * n
+            for layer, n in self.part_groups
+        )
+
+    # ---- parameter counts ------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
         """Width of the concatenated query heads (what o_proj reads back for GQA)."""
@@ -227,48 +253,19 @@ class ModelSpec:
         return self.num_kv_heads * self.head_dim
 
     def attention_params(self) -> int:
-        h = self.hidden_size
-        if self.mla is not None:
-            m = self.mla
-            qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
-            if m.q_lora_rank:
-                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.num_heads * qk_head
-            else:
-                q = h * self.num_heads * qk_head
-            kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
-            kv_b = m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
-            o = self.num_heads * m.v_head_dim * h
-            return q + kv_a + kv_b + o
-        params = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        if self.qkv_bias:
-            params += self.q_dim + 2 * self.kv_dim
-        if self.o_bias:
-            params += h
-        if self.qk_norm:
-            params += 2 * self.head_dim
-        return params
+        """The full-attention part's weights (`attention.py`)."""
+        return self.attention.params()
 
     def mlp_params(self, intermediate: int, bias: bool = False) -> int:
-        mats = 3 if self.gated_mlp else 2
-        params = mats * self.hidden_size * intermediate
-        if bias:
-            params += (2 if self.gated_mlp else 1) * intermediate + self.hidden_size
-        return params
+        return mlp_params(self.hidden_size, intermediate, self.gated_mlp, bias)
 
     def ffn_params(self, layer: LayerSpec, active: bool) -> int:
         """MLP (dense layer) or router + experts (MoE layer); `active` counts routed top-k only."""
-        if not layer.moe or self.moe is None:
-            return self.mlp_params(self.intermediate_size, bias=self.mlp_bias)
-        m = self.moe
-        routed = m.experts_per_token if active else m.num_experts
-        router = self.hidden_size * m.num_experts + (m.num_experts if m.expert_bias else 0)
-        experts = routed * self.mlp_params(m.expert_intermediate_size, bias=m.expert_bias)
-        shared = m.num_shared_experts * self.mlp_params(m.shared_intermediate_size)
-        return router + experts + shared
+        ffn = build_layer(self, layer).ffn
+        return 0 if ffn is None else ffn.params(active)
 
     def layer_params(self, layer: LayerSpec, active: bool) -> int:
-        norms = self.norms_per_layer * self.norm_params
-        return self.attention_params() + self.ffn_params(layer, active) + norms
+        return build_layer(self, layer).params(active)
 
     @property
     def embedding_params(self) -> int:
@@ -290,7 +287,7 @@ class ModelSpec:
         return (2 if self.norm_bias else 1) * self.hidden_size
 
     def _params(self, active: bool) -> int:
-        layers = sum(self.layer_params(s, active) * n for s, n in self.layer_groups)
+        layers = sum(layer.params(active) * n for layer, n in self.part_groups)
         lookups = self.embedding_params + self.position_embedding_params
         return layers + lookups + self.lm_head_params + self.norm_params + self.extra_params
 
@@ -311,35 +308,50 @@ class ModelSpec:
     @property
     def expert_params_total(self) -> int:
         """Routed-expert weights of all MoE layers (the part expert parallelism shards)."""
-        if self.moe is None:
-            return 0
-        per_layer = self.moe.num_experts * self.mlp_params(
-            self.moe.expert_intermediate_size, bias=self.moe.expert_bias
+        return sum(
+            layer.ffn.num_experts * layer.ffn.expert_params() * n
+            for layer, n in self.part_groups
+            if isinstance(layer.ffn, Moe)
         )
-        return per_layer * sum(n for s, n in self.layer_groups if s.moe)
 
-    # ---- KV cache --------------------------------------------------------------------------
+    # ---- cache: per token (KV) and per sequence (recurrent state) --------------------------
     def kv_elements_per_token_per_layer(self) -> int:
-        """Cached elements per token per layer.
-
-        GQA/MHA/MQA: 2 (K and V) × kv_heads × head_dim (seed 004; vLLM `get_kv_cache_spec`).
-        MLA: the compressed latent plus the decoupled RoPE key, kv_lora_rank + qk_rope_head_dim,
-        with no factor 2 (DeepSeek-V2 paper, Table 1).
-        """
-        if self.mla is not None:
-            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        return 2 * self.num_kv_heads * self.head_dim
+        """Cached elements per token of one full-attention layer (`attention.py`): 2 × kv_heads
+        × head_dim (GQA/MHA/MQA), kv_lora_rank + qk_rope_head_dim (MLA, no factor 2)."""
+        return self.attention.cache_elements_per_token()
 
     def kv_elements_for_context(self, context_tokens: int) -> int:
-        """Cached elements of one sequence of `context_tokens` (sliding layers keep a window)."""
-        per_layer = self.kv_elements_per_token_per_layer()
+        """Cached elements of one sequence of `context_tokens` (sliding layers keep a window;
+        recurrent layers cache no token)."""
         total = 0
-        for spec, n in self.layer_groups:
-            kept = min(context_tokens, spec.window) if spec.window else context_tokens
+        for layer, n in self.part_groups:
+            per_layer = layer.cache_elements_per_token()
+            if not per_layer:
+                continue
+            window = layer.mixer.window if layer.mixer is not None else 0
+            kept = min(context_tokens, window) if window else context_tokens
             total += n * kept * per_layer
         return total
 
-    @property
+    @functools.cached_property
     def kv_elements_per_token(self) -> int:
-        """Per token of context when no sliding window has filled (all layers keep it)."""
-        return self.num_layers * self.kv_elements_per_token_per_layer()
+        """Per token of context when no sliding window has filled (all attention layers)."""
+        return sum(layer.cache_elements_per_token() * n for layer, n in self.part_groups)
+
+    @functools.cached_property
+    def state_elements_per_seq(self) -> int:
+        """Fixed state one sequence holds whatever its length (recurrent layers), elements."""
+        return sum(layer.state_elements_per_seq() * n for layer, n in self.part_groups)
+
+    def kv_bytes_per_token_per_gpu(self, kv_bytes_per_element: float, tp: int) -> float:
+        """Cache bytes one token of context occupies on one GPU of a tp-way split, all layers
+        (before the pipeline and attention-DP splits). Layers caching the same bytes are summed
+        as one product, so a model of one kind of attention layer gives per_layer × layers."""
+        by_value: dict[float, int] = {}
+        for layer, n in self.part_groups:
+            if layer.mixer is None:
+                continue
+            per_layer = layer.mixer.cache_bytes_per_token_per_gpu(kv_bytes_per_element, tp)
+            if per_layer:
+                by_value[per_layer] = by_value.get(per_layer, 0) + n
+        return sum(per_layer * n for per_layer, n in by_value.items())

@@ -22,6 +22,7 @@ from tokenprobe.cost import (
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
+    state_blocks_per_seq,
     step_cost,
 )
 from tokenprobe.errors import ConfigError
@@ -268,7 +269,8 @@ def simulate(
         config, engine = vllm_defaults(dep.gpu), engine or "vllm"
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
     step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
-    pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching)
+    state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
+    pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
     frontend = None
     if api_server_processes is not None or host is not None or engine_in_api_server:
         frontend, front_cfg = make_frontend(

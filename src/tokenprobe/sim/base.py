@@ -149,11 +149,16 @@ def never_fits_reason(seq: Seq, pool: BlockPool) -> str | None:
             f"needs KV for {need} tokens ({seq.input_tokens} in + {seq.output_tokens} out), "
             f"more than the whole cache ({pool.capacity_tokens} tokens)"
         )
+    if pool.seq_blocks(need) > pool.capacity_blocks:  # its fixed state does not fit beside
+        return (
+            f"needs KV for {need} tokens plus a fixed state of {pool.state_blocks} blocks, "
+            f"more than the whole cache ({pool.capacity_blocks} blocks)"
+        )
     return None
 
 
-def make_pool(capacity_blocks: int, config: SchedulerConfig) -> BlockPool:
-    return BlockPool(capacity_blocks, config.block_size, config.prefix_caching)
+def make_pool(capacity_blocks: int, config: SchedulerConfig, state_blocks: int = 0) -> BlockPool:
+    return BlockPool(capacity_blocks, config.block_size, config.prefix_caching, state_blocks)
 
 
 def new_ledger() -> Ledger:

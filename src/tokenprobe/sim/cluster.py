@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost import Deployment, idle_power_w
+from tokenprobe.cost import Deployment, idle_power_w, state_blocks_per_seq
 from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
@@ -241,11 +241,13 @@ def open_engines(
     scheduler: str,
     idle_w: float,
     frontend_s: float = 0.0,
+    state_blocks: int = 0,
 ) -> list[tuple[Engine, BlockPool]]:
-    """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool)."""
+    """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool, which
+    holds `state_blocks` of recurrent state per running sequence for hybrid models)."""
     out = []
     for _ in range(n):
-        pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching)
+        pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching, state_blocks)
         ledger = Ledger()
         sched = SCHEDULERS[scheduler](config, pool, ledger)
         engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s)
@@ -307,7 +309,10 @@ def run_cluster(
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     choose = Router(router, replicas)
     idle_w = idle_power_w(dep)
-    opened = open_engines(replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s)
+    state = state_blocks_per_seq(dep, config.block_size)
+    opened = open_engines(
+        replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state
+    )
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     for spec in workload.generate(np.random.default_rng(seed)):
         t = spec.arrival_s

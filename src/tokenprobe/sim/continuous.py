@@ -34,7 +34,7 @@ import heapq
 from collections import deque
 
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, StepPlan, never_fits_reason
-from tokenprobe.sim.kv import BlockPool, blocks_for
+from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 
 
@@ -175,7 +175,7 @@ class ContinuousScheduler:
         """Blocks for `n` more prompt tokens of a running seq, preempting the newest if needed."""
         if self._reserve:
             return True  # taken at admission
-        need = blocks_for(seq.computed + n, self.pool.block_size) - seq.shared_blocks
+        need = self.pool.seq_blocks(seq.computed + n) - seq.shared_blocks
         need -= seq.own_blocks
         while need > self.pool.free_blocks:
             victim = self._newest_running()
@@ -208,7 +208,7 @@ class ContinuousScheduler:
                 break
             n = min(n, budget)
             held = seq.input_tokens + seq.output_tokens - 1 if self._reserve else cached_tokens + n
-            need = blocks_for(held, bs) - shared - hits
+            need = pool.seq_blocks(held) - shared - hits
             if need + hits > pool.free_blocks:  # the hits leave the free queue too
                 self._undo_prefix(spec.prefix_group, shared)
                 break
@@ -257,7 +257,7 @@ class ContinuousScheduler:
             done_steps = step - seq.dec_start  # decode steps finished: dec_start .. step-1
             computed = seq.target + done_steps
             kv = computed + (1 if self._decode_allocated else 0)
-            seq.own_blocks = blocks_for(kv, self.pool.block_size) - seq.shared_blocks
+            seq.own_blocks = self.pool.seq_blocks(kv) - seq.shared_blocks
             seq.segments.append((seq.seg_start, step - 1))
             seq.energy_j += self.ledger.range_j(seq.dec_start, step - 1)
             seq.generated += done_steps
@@ -316,7 +316,7 @@ class ContinuousScheduler:
         self._publish_prefix(seq)
         if seq.generated >= seq.output_tokens:
             seq.segments.append((step, step))
-            self._release(seq, blocks_for(seq.target, self.pool.block_size))
+            self._release(seq, self.pool.seq_blocks(seq.target))
             seq.finish_s = end_s
             finished.append(seq)
             return
@@ -343,7 +343,7 @@ class ContinuousScheduler:
         kv = seq.target + (step - seq.dec_start + 1)
         seq.generated += step - seq.dec_start + 1
         self._stop_decoding(seq)
-        self._release(seq, blocks_for(kv, self.pool.block_size))
+        self._release(seq, self.pool.seq_blocks(kv))
         seq.finish_s = end_s
 
     def _release(self, seq: Seq, total_blocks: int) -> None:

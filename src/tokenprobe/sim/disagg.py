@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost import Deployment, idle_power_w
+from tokenprobe.cost import Deployment, idle_power_w, state_blocks_per_seq
 from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, write_run
@@ -207,9 +207,12 @@ def run_disaggregated(
     idle_w = idle_power_w(dep)
     # decode workers find the transferred KV as cached blocks: prefix caching on there
     decode_config = replace(config, prefix_caching=True)
-    prefill_side = open_engines(split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w)
+    state = state_blocks_per_seq(dep, config.block_size)
+    prefill_side = open_engines(
+        split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w, 0.0, state
+    )
     decode_side = open_engines(
-        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w
+        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
     )
     requests = workload.generate(np.random.default_rng(seed))
     by_id = {spec.request_id: spec for spec in requests}

@@ -21,6 +21,13 @@ come first. With no cached run, order does not matter and nothing is tracked. Al
 consumes from the front: a preempted request's run loses its tail blocks first (its prefix
 stays findable), a shared prefix touched there is dropped whole. Counts only: the simulator
 never needs block ids. Without prefix caching nothing is kept and no runs are tracked.
+
+A hybrid model's recurrent layers (Gated DeltaNet, Mamba-2) hold a fixed state per running
+sequence beside its per-token KV: vLLM v1 allocates it from the same KV memory, one state per
+request for as long as it runs (`MambaManager`, the hybrid KV-cache coordinator, which pads the
+attention page to the state's size). Here a sequence owns `state_blocks` more blocks than its
+tokens need (`seq_blocks`): reserved at admission, freed with the rest (cost.memory
+`state_blocks_per_seq` sizes them); 0 for attention-only models.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ class BlockPool:
     capacity_blocks: int
     block_size: int = 16
     prefix_caching: bool = False
+    state_blocks: int = 0  # blocks of one running sequence's fixed state (hybrid models)
     used_blocks: int = 0
     peak_used_blocks: int = 0
     _prefixes: dict[int, _Prefix] = field(default_factory=dict)
@@ -70,6 +78,8 @@ class BlockPool:
             raise ConfigError("kv capacity_blocks", self.capacity_blocks, "at least one block")
         if self.block_size < 1:
             raise ConfigError("block_size", self.block_size, "an integer >= 1")
+        if self.state_blocks < 0:
+            raise ConfigError("state_blocks", self.state_blocks, "an integer >= 0")
 
     @property
     def free_blocks(self) -> int:
@@ -78,6 +88,11 @@ class BlockPool:
     @property
     def capacity_tokens(self) -> int:
         return self.capacity_blocks * self.block_size
+
+    def seq_blocks(self, tokens: int) -> int:
+        """Blocks a running sequence holding KV of `tokens` tokens owns: its tokens' blocks
+        plus its fixed state (`state_blocks`)."""
+        return -(-tokens // self.block_size) + self.state_blocks
 
     def can_allocate(self, n_blocks: int) -> bool:
         return n_blocks <= self.free_blocks

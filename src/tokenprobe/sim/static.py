@@ -15,7 +15,7 @@ from collections import deque
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.base import SchedulerConfig, StepPlan, never_fits_reason
-from tokenprobe.sim.kv import BlockPool, blocks_for
+from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 
 
@@ -55,7 +55,7 @@ class StaticScheduler:
         return reason
 
     def _padded_blocks(self, n: int, max_in: int, max_out: int) -> int:
-        return n * blocks_for(max_in + max_out - 1, self.pool.block_size)
+        return n * self.pool.seq_blocks(max_in + max_out - 1)
 
     def _form_batch(self, now_s: float) -> None:
         max_in = max_out = 0
