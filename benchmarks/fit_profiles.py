@@ -20,9 +20,18 @@ One profile per engine and era the data separates (see calibrate/observations.py
   (Fitting on both with every third run held out was tried: over all SGLang rows it gives decode
   23.4 % but throughput 17.9 % and TTFT 26.3 %, against 27.8 / 9.6 / 22.7 % for this split.)
 
+Power (cost.energy, issue 18 item 4): the [power] table is fitted after the time parameters,
+with those fixed, on the profile's H100 rows ONLY (`fit_power`): ML.ENERGY v3 H100 for `vllm`
+(chip_flop_per_byte and busy_power_fraction; the first is the hardware's and ships as the
+default), Argonne's H100 power rows for `tensorrt-llm` and `vllm-2024` (busy_power_fraction).
+Every other GPU's power and energy rows (Argonne A100/GH200, ML.ENERGY B200 in benchmarks/data)
+are held out: they are the transfer check validate.py prints. `sglang` has no power rows and
+keeps the defaults (the `vllm` H100 fit).
+`--power-only` refits just that part on the shipped profiles, leaving their time parameters.
+
 Each profile records its parameters and its error before/after on the fitted and held-out sets.
 Prints a table, then one JSON line.
-Usage: python benchmarks/fit_profiles.py [--validation-dir D] [--only ENGINE]
+Usage: python benchmarks/fit_profiles.py [--validation-dir D] [--only ENGINE] [--power-only]
 """
 
 from __future__ import annotations
@@ -31,10 +40,21 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from tokenprobe.calibrate import calibrate, load_csv, save_profile
-from tokenprobe.calibrate.observations import LoadResult
+from tokenprobe.calibrate import calibrate, load_csv, load_profile, save_profile
+from tokenprobe.calibrate.fit import (
+    DEFAULT_PARAMETERS,
+    POWER_METRICS,
+    POWER_PREFIX,
+    Params,
+    fit,
+    summarize,
+)
+from tokenprobe.calibrate.observations import LoadResult, Row, observe
+from tokenprobe.calibrate.profile import FitError, Profile
+from tokenprobe.cost import DEFAULT_POWER
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation"
@@ -63,6 +83,61 @@ PROFILES = {
     "sglang": {"holdout": ["datacrunch_sglang"], "version": "0.5.3-0.5.6"},
 }
 NOTES = "fitted by benchmarks/fit_profiles.py on shared/validation"
+# chip_flop_per_byte (on-chip energy of an HBM byte) is the hardware's: fitted once, with the
+# vllm profile on the largest H100 power table (ML.ENERGY v3, 243 rows), and shipped as the
+# cost.PowerModel default; the other profiles fit busy_power_fraction alone (their 8 H100 power
+# rows each cannot separate the two: fitted together they run to the bounds).
+POWER_PARAMETERS = {
+    "vllm": ("power.chip_flop_per_byte", "power.busy_power_fraction"),
+    "default": ("power.busy_power_fraction",),
+}
+TIME_PARAMETERS = tuple(p for p in DEFAULT_PARAMETERS if not p.startswith(POWER_PREFIX))
+POWER_FIT_GPUS = ("h100-sxm",)  # the power model is fitted on H100 rows only (issue 18)
+# other GPUs' energy tables: kept out of every fit, the power model's transfer check
+TRANSFER_SOURCES = ("mlenergy_v3_b200",)
+ENERGY_METRICS = POWER_METRICS | {"energy_per_output_token"}
+
+
+def _power_errors(name: str, rows: list[Row], before: Params, after: Params) -> list[FitError]:
+    out = []
+    b = [o for o in observe(rows, before.efficiency, before.power) if o.metric in ENERGY_METRICS]
+    a = [o for o in observe(rows, after.efficiency, after.power) if o.metric in ENERGY_METRICS]
+    for gb, ga in zip(summarize(b), summarize(a), strict=True):
+        out.append(
+            FitError(
+                name,
+                gb.source,
+                gb.metric,
+                gb.rows,
+                round(100 * gb.mdape, 2),
+                round(100 * ga.mdape, 2),
+            )
+        )
+    return out
+
+
+def fit_power(rows: list[Row], profile: Profile) -> Profile:
+    """The profile with its [power] parameters fitted on its engine's H100 power rows (times
+    fixed) and its power/energy error records replaced: fitted (H100) and held out (others)."""
+    mine = [r for r in rows if r.engine == profile.name and set(r.measured) & ENERGY_METRICS]
+    fitted = [r for r in mine if r.deployment.gpu.name in POWER_FIT_GPUS]
+    held = [r for r in mine if r.deployment.gpu.name not in POWER_FIT_GPUS]
+    if not any(set(r.measured) & POWER_METRICS for r in fitted):
+        return replace(profile, power=DEFAULT_POWER)  # no power measured on H100: the defaults
+    start = Params(profile.efficiency, DEFAULT_POWER)  # the same start on every rerun
+    names = POWER_PARAMETERS.get(profile.name, POWER_PARAMETERS["default"])
+    # no ridge: 243 rows identify two parameters, 8 rows one
+    result = fit(fitted, names, start, metrics=POWER_METRICS, ridge=0.0, max_iterations=60)
+    errors = [e for e in profile.errors if e.metric not in ENERGY_METRICS]
+    errors += _power_errors("fitted", fitted, start, result.params)
+    errors += _power_errors("held_out", held, start, result.params) if held else []
+    params = [p for p in profile.parameters if not p.startswith(POWER_PREFIX)]
+    return replace(
+        profile,
+        power=result.params.power,
+        parameters=(*params, *result.fitted),
+        errors=tuple(errors),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validation-dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     parser.add_argument("--only", choices=sorted(PROFILES), help="fit this profile alone")
+    parser.add_argument(
+        "--power-only", action="store_true", help="refit only [power] of the shipped profiles"
+    )
     args = parser.parse_args(argv)
     if not args.validation_dir.is_dir():
         print(f"validation dir not found: {args.validation_dir}", file=sys.stderr)
@@ -84,22 +162,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and engine != args.only:
             continue
         t0 = time.perf_counter()
-        cal = calibrate(data.rows, engine=engine, holdout=spec["holdout"])
-        profile = cal.profile(engine, str(spec["version"]), NOTES)
+        if args.power_only:
+            profile = fit_power(data.rows, load_profile(engine))
+            save_profile(profile, args.out_dir / f"{engine}.toml")
+            print(f"\n{engine}: power refitted, {time.perf_counter() - t0:.0f} s")
+            _print_errors(profile)
+            continue
+        time_rows = [r for r in data.rows if r.source not in TRANSFER_SOURCES]
+        cal = calibrate(
+            time_rows, engine=engine, holdout=spec["holdout"], parameters=TIME_PARAMETERS
+        )
+        profile = fit_power(data.rows, cal.profile(engine, str(spec["version"]), NOTES))
         save_profile(profile, args.out_dir / f"{engine}.toml")
         print(
             f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
             f"{time.perf_counter() - t0:.0f} s, {cal.fit.evaluations} evaluations"
         )
         print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
-        for e in profile.errors:
-            print(
-                f"  {e.set:9} {e.source:22} {e.metric:24} {e.rows:5d} "
-                f"{e.mdape_before_pct:6.1f}% -> {e.mdape_after_pct:6.1f}%"
-            )
+        _print_errors(profile)
         summary.append({"engine": engine, **cal.to_dict()})
     print(json.dumps({"benchmark": "fit_profiles", "profiles": summary}))
     return 0
+
+
+def _print_errors(profile: Profile) -> None:
+    print(f"  power: {profile.power}")
+    for e in profile.errors:
+        print(
+            f"  {e.set:9} {e.source:22} {e.metric:24} {e.rows:5d} "
+            f"{e.mdape_before_pct:6.1f}% -> {e.mdape_after_pct:6.1f}%"
+        )
 
 
 if __name__ == "__main__":

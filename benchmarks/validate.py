@@ -134,6 +134,42 @@ def _by_kind(default: list[Observation], profiled: list[Observation]) -> list[di
     return out
 
 
+# ---- energy transfer across GPUs (issue 18 item 4: the power model is fitted on H100 rows only,
+# fit_profiles.POWER_FIT_GPUS; every other GPU's energy and power rows are predicted without
+# refitting, with the shipped profile of the row's engine)
+ENERGY_FIT_GPUS = ("h100-sxm",)
+ENERGY_KINDS = {
+    "energy/output token": ("energy_per_output_token",),
+    "power": ("power_total", "power_per_gpu"),
+}
+
+
+def _energy_by_gpu(rows: Sequence[Row], profiled: list[Observation]) -> list[dict[str, Any]]:
+    """MdAPE and median signed error of energy per output token and of power, per GPU."""
+    gpu_of = {r.run: r.deployment.gpu.name for r in rows}
+    groups: dict[tuple[str, str], list[float]] = {}
+    for o in profiled:
+        for kind, metrics in ENERGY_KINDS.items():
+            if o.metric in metrics:
+                groups.setdefault((gpu_of[o.run], kind), []).append(o.error)
+    print(f"\nenergy by GPU (shipped profiles; power fitted on {', '.join(ENERGY_FIT_GPUS)} only)")
+    print(f"{'gpu':16} {'set':12} {'metric':20} {'rows':>5} {'MdAPE':>7} {'bias':>7}")
+    out = []
+    for (gpu, kind), errors in sorted(groups.items()):
+        row = {
+            "gpu": gpu,
+            "set": "fitted" if gpu in ENERGY_FIT_GPUS else "transferred",
+            "metric": kind,
+            "rows": len(errors),
+            "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
+            "median_signed_pct": round(100 * statistics.median(errors), 1),
+        }
+        print(f"{gpu:16} {row['set']:12} {kind:20} {len(errors):5d} {row['mdape_pct']:6.1f}% "
+              f"{row['median_signed_pct']:+6.1f}%")  # fmt: skip
+        out.append(row)
+    return out
+
+
 def _fit_records() -> list[dict[str, Any]]:
     out = []
     print("\nshipped profiles, as fitted (MdAPE before -> after):")
@@ -238,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
     table = _table(summarize(default), summarize(profiled))
     _print(table)
     kinds = _by_kind(default, profiled)
+    energy = _energy_by_gpu(data.rows, profiled)
     records = _fit_records()
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
@@ -248,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
                 "benchmark": "validate_estimator",
                 "metrics": table,
                 "by_kind": kinds,
+                "energy_by_gpu": energy,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),
             }

@@ -18,6 +18,7 @@ PETA = 1e15
 MILLI = 1e-3
 MICRO = 1e-6
 NANO = 1e-9
+PICO = 1e-12
 
 KiB = 2**10
 MiB = 2**20

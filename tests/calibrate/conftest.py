@@ -19,8 +19,7 @@ TRUE_VALUES = {
     "attention_memory": 0.50,
     "kernel_overhead_s": 7e-6,
     "step_overhead_s": 1.2e-3,
-    "power.compute_activity": 0.9,
-    "power.memory_activity": 0.5,
+    "power.busy_power_fraction": 0.35,
 }
 MODELS = ("llama-3.1-8b", "qwen3-14b", "gemma-3-12b", "llama-2-7b")
 PREFILL_LENGTHS = (256, 1024, 4096)

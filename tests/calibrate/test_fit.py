@@ -25,7 +25,7 @@ def test_recovers_within_a_few_percent_under_measurement_noise(truth, make_rows)
     rows = make_rows(truth, noise=0.02, seed=3)
     result = fit(rows, list(TRUE_VALUES))
     # the two overheads are nearly collinear at these shapes; the bandwidth/compute ones are not
-    for name in ("compute_prefill", "memory", "attention_memory", "power.compute_activity"):
+    for name in ("compute_prefill", "memory", "attention_memory", "power.busy_power_fraction"):
         assert result.values[name] == pytest.approx(TRUE_VALUES[name], rel=0.05), name
 
 
@@ -34,7 +34,7 @@ def test_fitted_error_never_ends_worse(truth, make_rows, seed: int) -> None:
     # a start far from the truth, noisy data and a mis-specified parameter set
     rows = make_rows(truth, noise=0.15, seed=seed)
     start = Params().with_values({"memory": 0.4, "step_overhead_s": 5e-3})
-    result = fit(rows, ["memory", "kernel_overhead_s", "power.memory_activity"], start)
+    result = fit(rows, ["memory", "kernel_overhead_s", "power.busy_power_fraction"], start)
     assert result.objective_end <= result.objective_start
     before = summarize(observe(rows, start.efficiency, start.power))
     after = summarize(observe(rows, result.params.efficiency, result.params.power))

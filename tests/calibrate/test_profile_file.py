@@ -24,7 +24,7 @@ PROFILE = Profile(
     fitted_on=("mlenergy_v3",),
     notes='a "quoted" note',
     efficiency=Efficiency(memory=0.8312, step_overhead_s=1.1e-3, kernel_overhead_s=5.5e-6),
-    power=PowerModel(compute_activity=0.81, memory_activity=0.7),
+    power=PowerModel(chip_flop_per_byte=81.0, busy_power_fraction=0.3),
     parameters=("memory", "step_overhead_s"),
     errors=(FitError("fitted", "mlenergy_v3", "itl_median", 157, 10.1, 8.25),),
 )

@@ -56,8 +56,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "step_overhead_s": (0.0, 30 * MILLI),
     "seq_overhead_s": (0.0, 200 * MICRO),
     "request_overhead_s": (0.0, 200 * MILLI),
-    "power.compute_activity": (0.02, 2.0),
-    "power.memory_activity": (0.02, 2.0),
+    "power.chip_flop_per_byte": (1.0, 1000.0),
+    "power.busy_power_fraction": (0.0, 0.9),
 }
 """Fittable parameters and their bounds (physically plausible ranges, not data-driven)."""
 
@@ -351,10 +351,11 @@ def fit_staged(
 ) -> FitResult:
     """Time first, then power: the efficiency parameters on the time metrics (TTFT, ITL, step
     times, throughput), then the power-model coefficients on the power metrics with the times
-    fixed. Power = P_idle + (P_max − P_idle)·(a_c·u_c + a_m·u_m) depends on the utilizations the
-    times imply, so a joint fit could bend an efficiency to absorb a power error; staged, each
-    measurement informs the physics it measures. Each stage never ends above its own start.
-    `progress(done, total)` counts iterations over the stages that run (see `fit`)."""
+    fixed. Power (cost.energy: idle + busy share + energies of the FLOPs and bytes over the step
+    time) depends on the step times, so a joint fit could bend an efficiency to absorb a power
+    error; staged, each measurement informs the physics it measures. Each stage never ends
+    above its own start. `progress(done, total)` counts iterations over the stages that run
+    (see `fit`)."""
     names = check_parameters(parameters)
     start = start or Params()
     present = {m for r in rows for m in r.measured}

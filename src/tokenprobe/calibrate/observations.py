@@ -139,6 +139,8 @@ def gpu_name(text: str, source: str) -> str:
         return "a100-sxm-40gb" if source == "argonne" else "a100-sxm-80gb"
     if "L40S" in t:
         return "l40s"
+    if "B200" in t:
+        return "b200"
     raise SkipRowError(f"gpu not mapped: {text[:30]}")
 
 

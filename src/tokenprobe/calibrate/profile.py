@@ -13,7 +13,7 @@ File format (every section but [engine] optional; a key left out keeps the model
     step_overhead_s = 0.0011
 
     [power]                        # tokenprobe.cost.PowerModel fields
-    compute_activity = 0.8
+    busy_power_fraction = 0.3
 
     [fit]                          # what was fitted and how well (written by `calibrate`)
     parameters = ["memory", "step_overhead_s"]

@@ -32,7 +32,9 @@ Mappings and assumptions (stated, not fitted):
   leaderboard labels tp=1/ep=N run tensor-parallel attention with experts spread over the N GPUs
   (no data parallelism; MoE outputs combined by the TP all-reduce). gpt-oss weights are mxfp4; the
   KV cache is 16-bit (unreported; vLLM's `--kv-cache-dtype auto` is the activation dtype, also for
-  the FP8 checkpoints).
+  the FP8 checkpoints). B200 rows (benchmarks/data/mlenergy_leaderboard_v3_b200.csv) are mapped the
+  same way (their launch configs are the H100 ones) on the B200 and named `mlenergy_v3_b200`: a
+  GPU other than H100 is its own source, held out of the power fit (the transfer check).
 - `tokenprobe profile` rows (source_id `tokenprobe_profile`): one forward pass each, a prefill of
   `batch_size` x `isl` tokens (`ttft_ms_mean` = its GPU time) or a decode step of `batch_size`
   sequences at context `isl` (`itl_ms_mean`); no host stages, since the profiler times the GPU.
@@ -108,6 +110,7 @@ TRT_BENCH_SCHEDULER = replace(
     gpu_memory_utilization=0.95,  # the perf-overview doc's kv_cache_free_gpu_mem_fraction
     prefix_caching=False,  # no block reuse in 0.14's defaults
 )
+MLENERGY_SOURCE = "mlenergy_v3"
 MLENERGY_FIELDS = (
     ("itl_median", "itl_ms_median", MILLI),
     ("output_throughput", "output_tok_s", 1.0),
@@ -359,7 +362,8 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     kv = row.get("kv_cache_precision") or "bf16"
     row = {**row, "tp": str(gpus), "pp": "1", "kv_cache_precision": kv}
     # the launch configs (module docstring): TP over all GPUs, experts spread when ep > 1
-    dep = row_deployment(model, "h100-sxm", row, expert_parallel=ep > 1 and tp == 1)
+    gpu = gpu_name(row["gpu"], "mlenergy")
+    dep = row_deployment(model, gpu, row, expert_parallel=ep > 1 and tp == 1)
     batch = float_field(row, "avg_batch_size")
     osl = float_field(row, "osl_mean")
     if batch is None or osl is None:
@@ -369,7 +373,8 @@ def _mlenergy(row: Mapping[str, str]) -> Iterator[Row]:
     task = _task(row)
     isl = float(TASK_ISL[task])
     measured = measured_fields(row, MLENERGY_FIELDS)
-    source = "mlenergy_v3"
+    # H100 rows are the fitted table; another GPU's rows are its own source (MLENERGY_SOURCE)
+    source = MLENERGY_SOURCE if gpu == "h100-sxm" else f"{MLENERGY_SOURCE}_{gpu}"
     engine = engine_name(row["engine"], row.get("engine_version", ""))
     cv = TASK_OUTPUT_CV[task]
     predict = functools.partial(_steady_state, batch=batch, isl=isl, osl=osl, cv=cv)

@@ -1,70 +1,149 @@
-"""GPU power and energy (requirement E13) and the power-cap effect (E14, first order).
+"""GPU power and energy from the work a step does (requirements E13, E14; issue 18 item 4).
 
-Board power while a kernel mix runs (the usual utilization-based linear model, e.g. Kandiah et
-al. "AccelWattch", MICRO 2021, and the ML.ENERGY observation that memory-bound decode draws well
-under TDP):
+Board power over a step of length t on one GPU, running at a fraction f of its full clock:
 
-    P = P_idle + (P_max - P_idle) * min(1, a_compute * u_compute + a_memory * u_memory)
+    P = P_idle + b·D·f^n·(busy_s / t)
+        + [ f^(n−1)·( e_flop(gen, dtype)·FLOP_tc + r·e_flop(gen, bf16)·bytes_hbm )
+            + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
 
-where u_compute and u_memory are the fractions of the step's time the tensor cores and HBM are
-busy at their achievable rates, and P_max = min(TDP, power limit). The activity coefficients
-are parameters (`PowerModel`), checked against ML.ENERGY v3 and Argonne power rows by
-`benchmarks/validate.py`.
+and never more than the power limit (min(TDP, cap)). The terms, each a mechanism:
+- P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml).
+- e_flop·FLOP_tc: tensor-core work, J per FLOP by dtype and GPU generation (catalog/energy.toml:
+  the board's dynamic power at its limit over the rate a large GEMM sustains there). FLOP_tc is
+  the work the operators' compute time amounts to at the dense peak, FLOP / η_c: a GEMM that
+  reaches η_c of the peak (tile padding, pipeline bubbles) keeps its SMs and operand paths busy
+  1/η_c as long, and they draw power all that time; so a compute-bound GPU reaches its limit
+  whatever η_c its kernels reach, as every GPU's GEMMs do.
+- e_dram·bytes: DRAM energy per bit of the GPU's memory kind (HBM2E/HBM3/HBM3E, GDDR6; vendor
+  figures in catalog/energy.toml), not scaled by the SM clock (the memory clock stays).
+- r·e_flop(bf16)·bytes: moving each HBM byte through L2, the crossbar and the register file.
+  No public per-generation figure exists (energy.toml), so it is counted in units of the
+  generation's 16-bit FLOP energy (same transistors, wires and clock): r =
+  `chip_flop_per_byte`, fitted (engine profiles, H100 rows only).
+- e_link·bytes_link: bytes each GPU sends over NVLink/xGMI/PCIe (SerDes, energy.toml).
+- b·D: the clock tree and always-on logic of a GPU that runs kernels, above idle, while it runs
+  them (`busy_s`: its share of the step; cost.step), as a share of the die's dynamic range
+  D = U_GEMM·e_flop(bf16)·bf16 peak (TDP − idle on a generation's flagship; the same die under
+  another board limit, GH200's 900 W, keeps it); b = `busy_power_fraction`, fitted.
+Utilisation-based linear models (AccelWattch, Kandiah et al. MICRO 2021) have this shape:
+constant + per-event energies; here the events are FLOPs and bytes, whose counts the roofline
+already has, and the energies are per generation, so the model carries to a GPU it was not fitted
+on through that GPU's figures (the transfer check is benchmarks/validate.py's energy section).
 
-Power cap: if the power the work asks for exceeds the cap, the GPU lowers its clock. Dynamic
-power scales roughly with f·V² ~ f³ (DVFS with voltage tracking frequency), so the clock falls to
-f = (P_cap_dyn / P_dyn)^(1/3) and compute-bound time stretches by 1/f, while HBM-bound time
-stretches only by 1/f^β, β = `memory_clock_sensitivity` = 0.3 (the memory clock is not lowered;
-fewer loads are in flight at a lower SM clock, so bandwidth falls a little; Zeus/Perseus
-observe memory-bound phases losing little speed under lower SM clocks). This is why seed 003
-sees ~10 % speed lost at 70 % of TDP on inference.
+Power cap (DVFS): dynamic power goes as f·V² ~ f^n (n = `dvfs_exponent` = 3, voltage tracking
+frequency), energy per operation as V² ~ f^(n−1). If the work asks for more than a cap below the
+TDP allows, the clock falls to f = ((cap − idle) / (min(P(1), TDP) − idle))^(1/n) (the
+efficiencies are fitted at the TDP, where large GEMMs already run power-limited): compute-bound time
+stretches by 1/f, HBM-bound time only by 1/f^β (β = `memory_clock_sensitivity` = 0.3: fewer loads
+in flight at a lower SM clock; Zeus/Perseus see memory-bound phases lose little speed), and the
+power reported is that at clock f, never above the cap. This is why seed 003 sees ~10 % speed
+lost at 70 % of TDP on inference: with the `vllm` profile on H100 at a 490 W cap, a prefill-heavy
+run (Llama-3.1-8B, 16 x 4096 in / 16 out) takes 11.7 % longer (70B TP4, 16 x 8192 / 8: 10.5 %)
+and uses 20 % less energy per input token; a decode-heavy one (8B, 64 x 128 / 1024) 0.9 %
+longer (70B TP4 at batch 128: 2.1 %), 7 % (20 %) less energy per output token.
+
+What the H100 fit says (benchmarks/fit_profiles.py, ML.ENERGY v3, 243 rows): r = 9.2, i.e. ~7 pJ
+of on-chip energy per HBM byte beside the DRAM's 31 pJ, and b = 0.45 (283 W above idle while
+kernels run): a serving GPU's power is mostly its busy power and the DRAM traffic, and both carry
+to another GPU through its die and its memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
+from tokenprobe.cost.energy_figures import EnergyFigures
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.units import JOULES_PER_KWH, MEGA
 
+RANGES = {
+    "chip_flop_per_byte": (0.0, 2000.0),
+    "busy_power_fraction": (0.0, 1.0),
+    "dvfs_exponent": (1.0, 4.0),
+    "memory_clock_sensitivity": (0.0, 1.0),
+}
+"""Allowed range of each PowerModel field (physical limits, not data)."""
+LEGACY_FIELDS = frozenset({"compute_activity", "memory_activity"})
+"""Fields of the activity-factor power model (P = idle + (TDP − idle)·(a_c·u_c + a_m·u_m)) that
+runs recorded before issue 18 may carry."""
+
 
 @dataclass(frozen=True, slots=True)
 class PowerModel:
-    compute_activity: float = 0.75
-    memory_activity: float = 0.60
+    """The two fitted power parameters and the DVFS law (module docstring).
+
+    `chip_flop_per_byte`: on-chip energy of one HBM byte, in 16-bit tensor FLOPs of the same GPU
+    generation. `busy_power_fraction`: power of a GPU running kernels above idle, as a share of
+    its die's dynamic range (TDP − idle on the flagship). Defaults: the `vllm` profile's H100
+    fit (benchmarks/fit_profiles.py), rounded."""
+
+    chip_flop_per_byte: float = 9.24
+    busy_power_fraction: float = 0.449
     dvfs_exponent: float = 3.0
     memory_clock_sensitivity: float = 0.3
 
     def __post_init__(self) -> None:
-        for name in ("compute_activity", "memory_activity", "dvfs_exponent"):
-            object.__setattr__(self, name, finite(f"power.{name}", getattr(self, name)))
-        object.__setattr__(
-            self,
-            "memory_clock_sensitivity",
-            finite("power.memory_clock_sensitivity", self.memory_clock_sensitivity),
+        for name, (lo, hi) in RANGES.items():
+            value = finite(f"power.{name}", getattr(self, name))
+            object.__setattr__(self, name, value)
+            if not lo <= value <= hi:
+                raise ConfigError(f"power.{name}", value, f"in [{lo:g}, {hi:g}]")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, float]) -> PowerModel:
+        """A PowerModel from recorded field values (a run's config). The activity factors of the
+        model this one replaced (LEGACY_FIELDS) are dropped: such a run is repriced with this
+        model's defaults; any other unknown key is a ConfigError naming it."""
+        known = {f.name for f in fields(cls)}
+        for key in values:
+            if key not in known and key not in LEGACY_FIELDS:
+                raise ConfigError(f"power.{key}", values[key], f"one of {', '.join(sorted(known))}")
+        return cls(**{k: float(v) for k, v in values.items() if k in known})
+
+    def power_w(
+        self,
+        work: GpuWork,
+        figures: EnergyFigures,
+        clock_fraction: float = 1.0,
+    ) -> float:
+        """Board power of one GPU over one step (module formula), before the cap."""
+        f = clock_fraction
+        volt2 = f ** (self.dvfs_exponent - 1.0)
+        work_j = volt2 * (
+            figures.flop_j(work.dtype) * work.flop
+            + self.chip_flop_per_byte * figures.base_flop_j * work.hbm_bytes
         )
-        for name in ("compute_activity", "memory_activity"):
-            value = getattr(self, name)
-            if not 0 <= value <= 2:
-                raise ConfigError(f"power.{name}", value, "a coefficient in [0, 2]")
-        if not 1 <= self.dvfs_exponent <= 4:
-            raise ConfigError("power.dvfs_exponent", self.dvfs_exponent, "in [1, 4]")
-        if not 0 <= self.memory_clock_sensitivity <= 1:
-            raise ConfigError(
-                "power.memory_clock_sensitivity", self.memory_clock_sensitivity, "in [0, 1]"
-            )
+        work_j += (
+            figures.dram_j_per_byte * work.hbm_bytes + figures.link_j_per_byte * work.link_bytes
+        )
+        busy = min(1.0, work.busy_s / work.time_s)
+        busy_w = self.busy_power_fraction * work.die_dynamic_w * f**self.dvfs_exponent
+        return float(work.idle_w + busy_w * busy + work_j / work.time_s)
 
-    def activity(self, compute_util: float, memory_util: float) -> float:
-        return min(1.0, self.compute_activity * compute_util + self.memory_activity * memory_util)
-
-    def clock_fraction(self, idle_w: float, tdp_w: float, cap_w: float, activity: float) -> float:
-        """Fraction of full clock the GPU runs at under `cap_w` for work of this activity."""
-        wanted_dyn_w = (tdp_w - idle_w) * activity
-        allowed_dyn_w = max(cap_w - idle_w, 0.0)
+    def clock_fraction(self, idle_w: float, wanted_w: float, cap_w: float) -> float:
+        """Fraction of full clock at which work asking `wanted_w` fits under `cap_w`."""
+        wanted_dyn_w, allowed_dyn_w = wanted_w - idle_w, max(cap_w - idle_w, 0.0)
         if wanted_dyn_w <= allowed_dyn_w or wanted_dyn_w <= 0:
             return 1.0
         return float((allowed_dyn_w / wanted_dyn_w) ** (1.0 / self.dvfs_exponent))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuWork:
+    """What one GPU did in one step: FLOP (in `dtype`), HBM bytes, link bytes sent, the step's
+    time and the part of it kernels ran; the board's idle power and its die's dynamic range
+    (`EnergyFigures.die_dynamic_w`)."""
+
+    dtype: str
+    flop: float
+    hbm_bytes: float
+    link_bytes: float
+    time_s: float
+    busy_s: float
+    idle_w: float
+    die_dynamic_w: float
 
 
 DEFAULT_POWER = PowerModel()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,8 @@ from tokenprobe.cost.comm import (
     pipeline_send_s,
 )
 from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.energy import GpuWork
+from tokenprobe.cost.energy_figures import energy_figures
 from tokenprobe.cost.ops import MEMORY_EFFICIENCY_FIELD, OpTerm, head_terms, layer_terms
 from tokenprobe.cost.shape import BatchShape
 
@@ -221,13 +223,27 @@ def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
     return t + offload_step_s(dep)
 
 
+def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
+    """Bytes one GPU sends over its GPU-to-GPU link in one pass: a ring all-reduce sends
+    2(n−1)/n of the message (NCCL ring algorithm), an all-to-all the bytes leaving the GPU, and
+    the pp − 1 stage-to-stage sends are spread over the pp GPUs."""
+    act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
+    n = dep.dense_tp
+    sent = allreduces * act_bytes * 2 * (n - 1) / n if allreduces else 0.0
+    sent = sent + (a2a_count * a2a_bytes if a2a_count else 0.0)
+    return sent + act_bytes * (dep.pp - 1) / dep.pp
+
+
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
-    """Roofline time, power and energy of one step of `shape` on deployment `dep`."""
+    """Roofline time, power and energy of one step of `shape` on deployment `dep`. Under a power
+    limit the clock falls until the work fits (cost.energy's DVFS law) and the step stretches."""
     cost = _step_at_clock(dep, shape, 1.0)
     cap_w = _cap_w(dep)
-    if cap_w < dep.gpu.tdp_w:
-        activity = dep.power.activity(cost.compute_util, cost.memory_util)
-        f = dep.power.clock_fraction(dep.gpu.idle_w, dep.gpu.tdp_w, cap_w, activity)
+    if cap_w < dep.gpu.tdp_w and cost.power_w >= cap_w:  # the work asks more than the cap allows
+        # Efficiencies are fitted at the TDP, where large GEMMs already run power-limited; only
+        # the cap's cut below what the work draws at the TDP slows the clock further.
+        wanted_w = min(dep.gpu.tdp_w, _power_w(dep, shape, cost, 1.0, math.inf))
+        f = dep.power.clock_fraction(dep.gpu.idle_w, wanted_w, cap_w)
         if f < 1.0:
             cost = _step_at_clock(dep, shape, f)
     return cost
@@ -255,8 +271,7 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
     comm_s = comm_time_s(dep, shape)
     time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s
     u_c, u_m = min(1.0, busy_c / time_s), min(1.0, busy_m / time_s)
-    power_w = _power_w(dep, u_c, u_m)
-    return StepCost(
+    cost = StepCost(
         time_s=time_s,
         compute_s=compute_s * pp,
         memory_s=memory_s * pp,
@@ -266,17 +281,37 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
         hbm_bytes=nbytes,
         compute_util=u_c,
         memory_util=u_m,
-        power_w=power_w,
-        energy_j=power_w * time_s * dep.num_gpus,
+        power_w=0.0,
+        energy_j=0.0,
         clock_fraction=clock_fraction,
     )
+    power_w = _power_w(dep, shape, cost, clock_fraction, _cap_w(dep))
+    return replace(cost, power_w=power_w, energy_j=power_w * time_s * dep.num_gpus)
 
 
-def _power_w(dep: Deployment, compute_util: float, memory_util: float) -> float:
-    gpu = dep.gpu
-    cap_w = _cap_w(dep)
-    activity = dep.power.activity(compute_util, memory_util)
-    return min(cap_w, gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * activity)
+def _power_w(
+    dep: Deployment, shape: BatchShape, cost: StepCost, clock_fraction: float, cap_w: float
+) -> float:
+    """Power of one GPU over the step (cost.energy), at most `cap_w`. A GPU is busy for its own
+    stage's share of the pass and for the communication: host gaps between back-to-back steps
+    (0.1-1 ms) are far shorter than the time the driver takes to drop the clocks, so the busy
+    power is paid through them."""
+    busy_s = (cost.time_s - cost.comm_s) / dep.pp + cost.comm_s
+    # tensor work: the FLOP the compute time amounts to at the peak rate (cost.energy)
+    tensor_flop = cost.compute_util * cost.time_s * dep.peak_flop_per_s * clock_fraction
+    figures = energy_figures(dep.gpu)
+    work = GpuWork(
+        dtype=dep.compute_dtype,
+        flop=tensor_flop,
+        hbm_bytes=cost.hbm_bytes,
+        link_bytes=link_bytes(dep, shape),
+        time_s=cost.time_s,
+        busy_s=busy_s,
+        idle_w=dep.gpu.idle_w,
+        die_dynamic_w=figures.die_dynamic_w(dep.gpu),
+    )
+    power_w = dep.power.power_w(work, figures, clock_fraction)
+    return min(cap_w, power_w)
 
 
 def idle_power_w(dep: Deployment) -> float:

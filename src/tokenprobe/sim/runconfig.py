@@ -75,7 +75,7 @@ def price_deployment(dc: DeploymentConfig) -> Deployment:
         act_dtype=dc.act_dtype,
         kv_dtype=dc.kv_dtype,
         efficiency=Efficiency(**dc.efficiency) if dc.efficiency else None,
-        power=PowerModel(**dc.power) if dc.power else None,
+        power=PowerModel.from_mapping(dc.power) if dc.power else None,
         power_limit_w=dc.power_limit_w,
     )
 

@@ -1,0 +1,137 @@
+"""Per-generation energy figures (catalog/energy.toml): a tensor FLOP, a DRAM bit, a link bit.
+
+The catalog maps every catalog GPU to its generation (SM design and process node) and its memory
+kind, and gives per generation the energy of a dense tensor-core FLOP by compute dtype, per memory
+kind the DRAM energy per bit, per link kind the energy per bit sent (figures and their sources in
+the file). `energy_figures(gpu)` resolves them to SI (J/FLOP, J/byte) for one `GpuSpec`.
+
+A GPU the catalog does not map (a user's `--gpu my.toml`) gets the same derivation the catalog's
+tensor figures come from, applied to its own spec: e_flop = (TDP − idle) / (U_GEMM × dense peak)
+per dtype it has; its DRAM is taken as HBM3 and its link by its kind. The figure is then as good
+as that derivation, which is said in `EnergyFigures.source`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from tokenprobe.errors import SchemaError
+from tokenprobe.files import parse_toml
+from tokenprobe.hardware import GpuSpec
+from tokenprobe.precision import get_dtype
+from tokenprobe.units import BITS_PER_BYTE, PICO
+
+CATALOG = "energy.toml"
+U_GEMM = 0.8  # fraction of the dense peak a large GEMM sustains at the power limit (energy.toml)
+DEFAULT_MEMORY = "hbm3"
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyFigures:
+    """What work costs on one GPU, SI: J per tensor FLOP by dtype, J per DRAM byte, J per byte
+    sent over its GPU-to-GPU link."""
+
+    generation: str
+    memory: str
+    tensor_j_per_flop: Mapping[str, float]
+    dram_j_per_byte: float
+    link_j_per_byte: float
+    source: str
+
+    def flop_j(self, dtype: str) -> float:
+        """J per FLOP in `dtype` (a name or alias); a dtype without a figure costs what the
+        generation's bf16 (or fp16) FLOP costs, as a GPU without native support runs it there."""
+        name = get_dtype(dtype).name
+        table = self.tensor_j_per_flop
+        for key in (name, "bf16", "fp16"):
+            if key in table:
+                return table[key]
+        return max(table.values())
+
+    @property
+    def base_flop_j(self) -> float:
+        """The generation's 16-bit FLOP energy: the unit the on-chip byte cost is counted in."""
+        return self.flop_j("bf16")
+
+    def die_dynamic_w(self, gpu: GpuSpec) -> float:
+        """The die's dynamic range: what its tensor cores draw at the rate a large GEMM sustains,
+        U_GEMM x e_flop(bf16) x its 16-bit peak; TDP − idle on the generation's flagship (and on a
+        GPU outside the catalog), whatever power limit the board is sold with."""
+        peak = gpu.peak_flop_per_s_for("bf16") or gpu.peak_flop_per_s_for("fp16")
+        if peak is None:
+            return gpu.tdp_w - gpu.idle_w
+        return U_GEMM * self.base_flop_j * peak
+
+
+def _fail(where: str, what: str) -> SchemaError:
+    return SchemaError(f"catalog/{CATALOG}", f"{where}: {what}")
+
+
+def _positive(table: Mapping[str, Any], key: str, where: str) -> float:
+    value = table.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+        raise _fail(where, f"{key}={value!r} should be a number > 0")
+    return float(value)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog() -> dict[str, Any]:
+    text = resources.files("tokenprobe").joinpath("catalog", CATALOG).read_text("utf-8")
+    return _check(parse_toml(text, f"catalog/{CATALOG}"))
+
+
+def _check(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every table has its figures, positive; every GPU names a known generation and memory."""
+    for section in ("generation", "memory", "link", "gpu"):
+        if not isinstance(doc.get(section), Mapping):
+            raise _fail(section, "missing table")
+    for name, gen in doc["generation"].items():
+        flops = gen.get("tensor_pj_per_flop")
+        if not isinstance(flops, Mapping) or not flops:
+            raise _fail(f"generation.{name}", "tensor_pj_per_flop should be a table of dtypes")
+        for dtype in flops:
+            get_dtype(dtype)  # an unknown dtype name is a ConfigError naming it
+            _positive(flops, dtype, f"generation.{name}.tensor_pj_per_flop")
+    for name, mem in doc["memory"].items():
+        _positive(mem, "dram_pj_per_bit", f"memory.{name}")
+    for name, link in doc["link"].items():
+        _positive(link, "pj_per_bit", f"link.{name}")
+    for name, entry in doc["gpu"].items():
+        for key, section in (("generation", "generation"), ("memory", "memory")):
+            if entry.get(key) not in doc[section]:
+                raise _fail(f"gpu.{name}", f"{key}={entry.get(key)!r} is not a [{section}] table")
+    return doc
+
+
+def _derived_tensor_j(gpu: GpuSpec) -> dict[str, float]:
+    """energy.toml's derivation on this GPU's own spec: (TDP − idle) / (U_GEMM × peak)."""
+    dyn_w = gpu.tdp_w - gpu.idle_w
+    return {k: dyn_w / (U_GEMM * peak) for k, peak in gpu.peak_flop_per_s.items() if peak > 0}
+
+
+def _link_j(doc: Mapping[str, Any], kind: str) -> float:
+    link = doc["link"].get(kind)
+    pj = float(link["pj_per_bit"]) if link else max(v["pj_per_bit"] for v in doc["link"].values())
+    return pj * PICO * BITS_PER_BYTE
+
+
+@functools.lru_cache(maxsize=64)
+def energy_figures(gpu: GpuSpec) -> EnergyFigures:
+    """The energy figures of `gpu`: its generation's, or derived from its spec (module doc)."""
+    doc = _catalog()
+    entry = doc["gpu"].get(gpu.name)
+    if entry is None:
+        tensor = _derived_tensor_j(gpu)
+        memory, generation = DEFAULT_MEMORY, "derived"
+        source = f"{gpu.name}: not in catalog/{CATALOG}; tensor figures derived from its spec"
+    else:
+        generation, memory = entry["generation"], entry["memory"]
+        pj = doc["generation"][generation]["tensor_pj_per_flop"]
+        tensor = {get_dtype(k).name: float(v) * PICO for k, v in pj.items()}
+        source = f"catalog/{CATALOG}: generation {generation}, memory {memory}"
+    dram = float(doc["memory"][memory]["dram_pj_per_bit"]) * PICO * BITS_PER_BYTE
+    return EnergyFigures(generation, memory, tensor, dram, _link_j(doc, gpu.link.kind), source)
