@@ -1,12 +1,12 @@
 """Time, power and energy of one engine step from the roofline (requirements E5-E7, E12, E13).
 
-Each operator takes t = kernels·α + max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m)) (Williams,
-Waterman & Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363).
-Tensor-parallel all-reduces (one per row-parallel matmul, Megatron-LM: two per layer, after
-attention and after the MLP/MoE; one per Nemotron-H block) and pipeline sends are added without
-overlap, as vLLM runs them; a fixed per-step overhead (scheduling, sampling) closes the step. Every second of the step is attributed to the resource
-that bounds it: compute, memory (HBM), communication, or overhead (per-kernel overheads and the
-step overhead).
+Each operator takes t = kernels·α + max(FLOP / (peak·η_c), bytes / (BW_hbm·η_m)) (Williams, Waterman
+& Patterson, "Roofline", CACM 2009; per-operator as in LLM-Viewer, arXiv:2402.16363). Tensor-
+parallel all-reduces (one per row-parallel matmul, Megatron-LM: two per layer, after attention and
+after the MLP/MoE; one per Nemotron-H block) and pipeline sends are added without overlap, as vLLM
+runs them; a fixed per-step overhead (scheduling, sampling) closes the step. Every second of the
+step is attributed to the resource that bounds it: compute, memory (HBM), communication, or overhead
+(per-kernel overheads and the step overhead).
 
 With pipeline parallelism the step is one full pass through all `pp` stages (the latency a token
 sees); each GPU works 1/pp of it unless the engine keeps pp micro-batches in flight.
