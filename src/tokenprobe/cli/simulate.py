@@ -9,16 +9,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.text import Text
 
-from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
-from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP
+from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP, engine_profile
 from tokenprobe.cli.render import Col, print_table, progress, prose
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
+    DEFAULT_ENGINE,
     ENGINES,
     SCENARIOS,
     ProgressFn,
@@ -95,12 +95,14 @@ def simulate_cmd(
     workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
     scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
     engine: Annotated[
-        str,
+        str | None,
         typer.Option(
             help=f"Whose defaults the server starts from: {', '.join(ENGINES)} (batch limits, "
-            "KV sizing, capacity policy; the flags below override them)"
+            "KV sizing, capacity policy; the flags below override them), and whose shipped "
+            "profile prices it on this GPU's vendor (vllm on mi300x: vllm-rocm; --profile "
+            "overrides). Default: vLLM's scheduler with the model's default parameters"
         ),
-    ] = "vllm",
+    ] = None,
     max_num_seqs: Annotated[
         int | None, typer.Option(help="vLLM's default: 1024 on >= 70 GiB GPUs but A100, else 256")
     ] = None,
@@ -169,9 +171,10 @@ def simulate_cmd(
                 "workload", str(workload), "a workload file replaces the length/arrival flags"
             )
         wl = load_workload(workload) if workload is not None else None
-        dep = None
-        if profile is not None:
-            p = load_profile(profile)
+        dep, chosen = None, None
+        p = engine_profile(engine, profile, gpu)
+        if p is not None:
+            chosen = profile if profile is not None else p.name
             dep = make_deployment(
                 model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                 efficiency=p.efficiency, power=p.power,
@@ -193,12 +196,12 @@ def simulate_cmd(
             num_requests=num_requests,
             seed=seed,
             scheduler=scheduler,
-            config=flags.config(engine_defaults(engine, get_gpu(gpu), tp)),
+            config=flags.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
             progress=progress,
-            profile=profile,
-            engine=engine,
+            profile=chosen,
+            engine=engine or DEFAULT_ENGINE,
         )
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS

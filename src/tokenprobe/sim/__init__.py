@@ -17,7 +17,14 @@ from tokenprobe.sim.api import build_workload, capacity_blocks, run_workload, si
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.engine import ProgressFn, SimulationError
-from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
+from tokenprobe.sim.engines import (
+    ENGINES,
+    PRESETS,
+    TRTLLM_SERVE,
+    EnginePreset,
+    engine_defaults,
+    engine_preset,
+)
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.runconfig import (
     DEFAULT_ENGINE,
@@ -32,9 +39,11 @@ from tokenprobe.sim.schedulers import SCHEDULERS
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "PRESETS",
     "SCENARIOS",
     "SCHEDULERS",
     "TRTLLM_SERVE",
+    "EnginePreset",
     "ProgressFn",
     "Scenario",
     "ScenarioPart",
@@ -47,6 +56,7 @@ __all__ = [
     "capacity_blocks",
     "deployment_config",
     "engine_defaults",
+    "engine_preset",
     "get_scenario",
     "max_rate_per_s",
     "price_deployment",
