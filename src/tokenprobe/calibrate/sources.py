@@ -436,6 +436,7 @@ def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
 AMD_MODELS = {
     "amd/Llama-3.1-70B-Instruct-FP8-KV": "llama-3.1-70b",
     "amd/Llama-3.1-405B-Instruct-FP8-KV": "llama-3.1-405b",
+    "Llama 3.1 405B FP8": "llama-3.1-405b",  # OCI's blog names no checkpoint
 }
 AMD_GPU = "mi300x"
 AMD_BATCHED_TOKENS = 131072  # the doc's --max-num-batched-tokens
@@ -459,17 +460,19 @@ def _offline_vllm(
 
 
 def _amd_rocm(row: Mapping[str, str]) -> Iterator[Row]:
-    """AMD's vLLM-for-ROCm MI300X tables (module docstring)."""
-    model = AMD_MODELS.get(row["model_hf_id"])
+    """AMD's vLLM-for-ROCm MI300X tables and OCI's 405B batches (module docstring)."""
+    model = AMD_MODELS.get(row["model_hf_id"] or row["model"])
     if model is None:
-        raise SkipRowError(f"model not in catalog: {row['model_hf_id']}")
+        raise SkipRowError(f"model not in catalog: {row['model_hf_id'] or row['model']}")
     dep = row_deployment(model, AMD_GPU, row)
     engine = engine_name(row["engine"], row.get("engine_version", ""))
     version = row.get("engine_version", "").split(" ")[0]
-    source = f"amd_rocm_vllm_{version}"
+    oci = row["source_id"].startswith("oci_")
+    source = "oci_vllm_mi300x" if oci else f"amd_rocm_vllm_{version}"
+    version = "?" if oci else version
     isl, osl = int_field(row, "isl"), int_field(row, "osl")
     notes = row.get("notes", "")
-    name = row["model"].removesuffix("-Instruct-FP8-KV")
+    name = row["model"].removesuffix("-Instruct-FP8-KV").replace(" ", "-")
     if row["workload_type"].startswith("offline_static_batch"):
         batch = int_field(row, "batch_size")
         measured = measured_fields(row, [("batch_latency", "e2e_latency_ms_mean", MILLI)])
@@ -505,6 +508,7 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "datacrunch_h200_sglang": serving_rows,
     "sglang_benchmark_vllm_060": serving_rows,
     "amd_rocm_vllm_mi300x": _amd_rocm,
+    "oci_mi300x_vllm": _amd_rocm,
 }
 """source_id prefix -> mapper. A new source is one entry here."""
 
