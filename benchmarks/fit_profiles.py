@@ -20,6 +20,23 @@ One profile per engine and era the data separates (see calibrate/observations.py
   (Fitting on both with every third run held out was tried: over all SGLang rows it gives decode
   23.4 % but throughput 17.9 % and TTFT 26.3 %, against 27.8 / 9.6 / 22.7 % for this split.)
 
+- `vllm-rocm`: vLLM for ROCm on MI300X (AMD's rocm/vllm-dev images, vLLM 0.6.6-0.10.0, Feb-Aug
+  2025): AMD's own latency (static batches) and offline-throughput tables for Llama-3.1-70B/405B
+  FP8 on 8 x MI300X (benchmarks/data/amd_rocm_vllm_mi300x.csv); held out: the last image (vLLM
+  0.10.0, Aug 2025). It starts from the `vllm` profile and fits what dense FP8 TP8 runs see:
+  GEMM efficiency (prefill, decode), HBM and KV-read efficiency, the xGMI all-reduce's link
+  efficiency and the per-kernel, per-step and per-sequence host/launch overheads; MoE and power
+  parameters keep `vllm`'s (no MoE or power rows on MI300X). Also held out: OCI's 405B static
+  batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
+A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
+128 rows to `compute_prefill` at 2048). A fit that ends with `compute_decode` above
+`compute_prefill` had data that could not tell them apart (on AMD's tables tying them moves no
+figure by more than 0.5 points: small-batch decode is memory-bound and large decode batches run
+at the large-GEMM rate), so the profile is refitted once with `compute_decode` tied to the
+fitted `compute_prefill` and left out (`tie_decode_to_prefill`).
+Rows go to the profile that prices them (`calibrate.select_profile(row engine, GPU vendor)`),
+so the MI300X rows of vLLM eras fit `vllm-rocm`, never the NVIDIA profiles.
+
 Power (cost.energy, issue 18 item 4): the [power] table is fitted after the time parameters,
 with those fixed, on the profile's H100 rows ONLY (`fit_power`): ML.ENERGY v3 H100 for `vllm`
 (chip_flop_per_byte and busy_power_fraction; the first is the hardware's and ships as the
@@ -42,19 +59,23 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from tokenprobe.calibrate import calibrate, load_csv, load_profile, save_profile
-from tokenprobe.calibrate.fit import (
+from tokenprobe.calibrate import (
     DEFAULT_PARAMETERS,
-    POWER_METRICS,
-    POWER_PREFIX,
     Params,
-    fit,
-    summarize,
+    Row,
+    calibrate,
+    load_csv,
+    load_profile,
+    profile_name_for,
+    save_profile,
 )
-from tokenprobe.calibrate.observations import LoadResult, Row, observe
+from tokenprobe.calibrate.fit import POWER_METRICS, POWER_PREFIX, fit, summarize
+from tokenprobe.calibrate.observations import LoadResult, observe
 from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.cost import DEFAULT_POWER
+from tokenprobe.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation"
@@ -66,7 +87,7 @@ CSVS = (
     "mlenergy_leaderboard_v3_h100.csv",
     "trtllm_v0.14_throughput.csv",
 )
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "tensorrt-llm": {
         "holdout": [
             "trtllm_v0.9",
@@ -78,9 +99,30 @@ PROFILES = {
         ],
         "version": "0.11-0.12 (Argonne), 0.14 (H100, A100); held out: 0.9, 0.14 H200/L40S, 1.x",
     },
-    "vllm-2024": {"holdout": ["argonne_quant"], "version": "0.5-0.6 (2024)"},
+    "vllm-2024": {"holdout": ["argonne_quant"], "version": "0.5-0.6 (2024)", "engine": "vllm"},
     "vllm": {"holdout": [], "version": "0.10-0.13"},
     "sglang": {"holdout": ["datacrunch_sglang"], "version": "0.5.3-0.5.6"},
+    "vllm-rocm": {
+        "holdout": ["amd_rocm_vllm_0.10.0", "oci_vllm_mi300x"],
+        "version": "0.6.6-0.9.1 (rocm/vllm-dev, Feb-Jul 2025); held out: 0.10.0 (Aug 2025), OCI",
+        "engine": "vllm",
+        "vendor": "amd",
+        "start": "vllm",
+        # 3 of each version's 8 simulated offline runs (spread over models and lengths) keep a
+        # fit evaluation near 4 s on 2 cores; every run is still reported
+        "simulated_per_source": 3,
+        "tie_decode_to_prefill": True,
+        "parameters": [
+            "compute_prefill",
+            "compute_decode",
+            "memory",
+            "attention_memory",
+            "link",
+            "kernel_overhead_s",
+            "step_overhead_s",
+            "seq_overhead_s",
+        ],
+    },
 }
 NOTES = "fitted by benchmarks/fit_profiles.py on shared/validation"
 # chip_flop_per_byte (on-chip energy of an HBM byte) is the hardware's: fitted once, with the
@@ -140,6 +182,14 @@ def fit_power(rows: list[Row], profile: Profile) -> Profile:
     )
 
 
+def profile_of(row: Row) -> str | None:
+    """The shipped profile that prices this row (its engine on its GPU's vendor)."""
+    try:
+        return profile_name_for(row.engine, row.deployment.gpu.vendor)
+    except ConfigError:  # an engine without a preset or profile (e.g. the PyTorch profiler)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--validation-dir", type=Path, default=DEFAULT_DIR)
@@ -162,17 +212,51 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and engine != args.only:
             continue
         t0 = time.perf_counter()
+        # each profile's rows under its own name (an AMD vLLM row is a `vllm-rocm` row)
+        rows = [replace(r, engine=engine) for r in data.rows if profile_of(r) == engine]
         if args.power_only:
-            profile = fit_power(data.rows, load_profile(engine))
+            profile = fit_power(rows, load_profile(engine))
             save_profile(profile, args.out_dir / f"{engine}.toml")
             print(f"\n{engine}: power refitted, {time.perf_counter() - t0:.0f} s")
             _print_errors(profile)
             continue
-        time_rows = [r for r in data.rows if r.source not in TRANSFER_SOURCES]
+        time_rows = [r for r in rows if r.source not in TRANSFER_SOURCES]
+        start = None
+        if "start" in spec:
+            base = load_profile(spec["start"])
+            start = Params(base.efficiency, base.power)
+        parameters = spec.get("parameters", TIME_PARAMETERS)
         cal = calibrate(
-            time_rows, engine=engine, holdout=spec["holdout"], parameters=TIME_PARAMETERS
+            time_rows,
+            engine=engine,
+            holdout=spec["holdout"],
+            parameters=parameters,
+            start=start,
+            fit_rows_per_source_simulated=spec.get("simulated_per_source", 24),
         )
-        profile = fit_power(data.rows, cal.profile(engine, str(spec["version"]), NOTES))
+        eff = cal.fit.params.efficiency
+        if spec.get("tie_decode_to_prefill") and eff.compute_decode > eff.compute_prefill:
+            tied = Params(
+                eff.with_overrides({"compute_decode": eff.compute_prefill}), cal.fit.params.power
+            )
+            print(f"  {engine}: compute_decode {eff.compute_decode:.3f} > compute_prefill "
+                  f"{eff.compute_prefill:.3f}: tied and refitted")  # fmt: skip
+            first = cal
+            cal = calibrate(
+                time_rows,
+                engine=engine,
+                holdout=spec["holdout"],
+                parameters=[n for n in parameters if n != "compute_decode"],
+                start=tied,
+                fit_rows_per_source_simulated=spec.get("simulated_per_source", 24),
+            )
+            # "before" stays the untouched start's error, not the first pass's
+            cal.fitted_before, cal.held_before = first.fitted_before, first.held_before
+        profile = cal.profile(engine, str(spec["version"]), NOTES)
+        profile = replace(
+            profile, engine=spec.get("engine", engine), vendor=spec.get("vendor", "nvidia")
+        )
+        profile = fit_power(rows, profile)
         save_profile(profile, args.out_dir / f"{engine}.toml")
         print(
             f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "

@@ -7,10 +7,11 @@ simulator (`tokenprobe.calibrate.serving`); `--no-extra` leaves them out.
 Every usable row is mapped to a prediction by `tokenprobe.calibrate.observations` (the mappings
 and their assumptions are documented there; `calibrate` uses the same code). For each source and
 metric it prints the median absolute percentage error (MdAPE) and median signed error (bias) with
-the model's default parameters and with the shipped engine profile of the row's engine
-(calibrate/profiles/*.toml; rows of an engine without a profile keep the defaults), then each
-profile's own record of its fit (fitted vs held-out sources, before -> after). Rows that cannot be
-run are counted by reason.
+the model's default parameters and with the shipped profile that prices the row's engine on its
+GPU's vendor (`calibrate.select_profile`, e.g. vLLM on MI300X -> `vllm-rocm`; rows of an engine
+without a profile keep the defaults), then the errors by profile on the sources in and out of
+its fit, then each profile's own record of its fit (fitted vs held-out, before -> after). Rows
+that cannot be run are counted by reason.
 
 The validation folder is `--data-dir DIR`, else $TOKENPROBE_VALIDATION_DIR, else
 `../shared/validation` beside the repository root (benchmarks/validation_data.py; a clone without
@@ -38,6 +39,7 @@ from tokenprobe.calibrate import (
     load_csv,
     load_profile,
     observe,
+    profile_name_for,
     shipped_profiles,
     summarize,
 )
@@ -67,18 +69,33 @@ def with_defaults(
     return out
 
 
-def with_profiles(rows: Sequence[Row], progress: Progress) -> list[Observation]:
-    """Each row predicted with its engine's shipped profile (defaults where none ships)."""
-    shipped = set(shipped_profiles())
+def profile_of(row: Row) -> str | None:
+    """The shipped profile that prices this row: its engine's on its GPU's vendor
+    (`calibrate.select_profile`: vLLM on MI300X is `vllm-rocm`); None where none ships."""
+    try:
+        return profile_name_for(row.engine, row.deployment.gpu.vendor)
+    except TokenprobeError:  # an engine without a preset (e.g. the PyTorch profiler's rows)
+        return None
+
+
+def with_profiles(
+    rows: Sequence[Row], progress: Progress
+) -> tuple[list[Observation], list[str | None]]:
+    """Each row predicted with its shipped profile (defaults where none ships), and the
+    profile's name beside each observation."""
     out: list[Observation] = []
+    names: list[str | None] = []
     for row in rows:
-        if row.engine in shipped:
-            p = load_profile(row.engine)
-            out.extend(observe([row], p.efficiency, p.power))
+        name = profile_of(row)
+        if name is not None:
+            p = load_profile(name)
+            obs = observe([row], p.efficiency, p.power)
         else:
-            out.extend(observe([row]))
+            obs = observe([row])
+        out.extend(obs)
+        names.extend([name] * len(obs))
         progress.step()
-    return out
+    return out, names
 
 
 def _table(default: list[GroupError], profiled: list[GroupError]) -> list[dict[str, Any]]:
@@ -110,6 +127,7 @@ KINDS = {
     "decode time per token": ("itl_median", "tpot_median", "decode_step_s"),
     "throughput": ("total_throughput", "throughput_per_gpu", "output_throughput"),
     "TTFT": ("ttft", "ttft_median", "prefill_s"),
+    "static batch latency": ("batch_latency",),
     "energy per token": ("energy_per_output_token",),
     "power": ("power_total", "power_per_gpu"),
 }
@@ -167,6 +185,46 @@ def _energy_by_gpu(rows: Sequence[Row], profiled: list[Observation]) -> list[dic
         print(f"{gpu:16} {row['set']:12} {kind:20} {len(errors):5d} {row['mdape_pct']:6.1f}% "
               f"{row['median_signed_pct']:+6.1f}%")  # fmt: skip
         out.append(row)
+    return out
+
+
+# ---- errors by profile (engine + era + vendor), fitted vs held-out sources ----------------
+
+
+def _by_profile(
+    default: list[Observation], profiled: list[Observation], names: list[str | None]
+) -> list[dict[str, Any]]:
+    """MdAPE per shipped profile, kind of metric and set: rows of the sources in the profile's
+    fit (`fitted_on`) vs the rest it prices (held out of its fit: other sources, versions or
+    GPUs). Runs held out inside a fitted source count as fitted here; each profile's own record
+    (printed next) has the exact split."""
+    print(f"\n{'by profile (default -> profile)':16} {'set':9} {'kind':22} {'rows':>5} "
+          f"{'default':>8} {'profile':>8}")  # fmt: skip
+    out = []
+    for name in sorted({n for n in names if n is not None}):
+        fitted_on = set(load_profile(name).fitted_on)
+        for kind, metrics in KINDS.items():
+            for part in ("fitted", "held_out"):
+                pairs = [
+                    (abs(d.error), abs(p.error))
+                    for d, p, n in zip(default, profiled, names, strict=True)
+                    if n == name
+                    and p.metric in metrics
+                    and (p.source in fitted_on) == (part == "fitted")
+                ]
+                if not pairs:
+                    continue
+                row = {
+                    "profile": name,
+                    "set": part,
+                    "kind": kind,
+                    "rows": len(pairs),
+                    "mdape_pct": round(100 * statistics.median(d for d, _ in pairs), 1),
+                    "profile_mdape_pct": round(100 * statistics.median(p for _, p in pairs), 1),
+                }
+                print(f"{name:16} {part:9} {kind:22} {len(pairs):5d} "
+                      f"{row['mdape_pct']:7.1f}% {row['profile_mdape_pct']:7.1f}%")  # fmt: skip
+                out.append(row)
     return out
 
 
@@ -266,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
     data = _load(args)
     progress = Progress(2 * len(data.rows), "validate (defaults, then shipped profiles)")
     default = with_defaults(data.rows, eff, DEFAULT_POWER, progress)
-    profiled = with_profiles(data.rows, progress)
+    profiled, names = with_profiles(data.rows, progress)
     progress.close()
     if args.rows:
         for c in sorted(default, key=lambda c: (c.source, c.metric, c.error)):
@@ -275,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
     _print(table)
     kinds = _by_kind(default, profiled)
     energy = _energy_by_gpu(data.rows, profiled)
+    by_profile = _by_profile(default, profiled, names)
     records = _fit_records()
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
@@ -286,6 +345,7 @@ def run(args: argparse.Namespace) -> int:
                 "metrics": table,
                 "by_kind": kinds,
                 "energy_by_gpu": energy,
+                "by_profile": by_profile,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),
             }

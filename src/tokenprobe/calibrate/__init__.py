@@ -35,7 +35,9 @@ from tokenprobe.calibrate.profile import (
     dumps_profile,
     load_profile,
     parse_profile,
+    profile_name_for,
     save_profile,
+    select_profile,
     shipped_profiles,
 )
 from tokenprobe.calibrate.profiler import (
@@ -74,8 +76,10 @@ __all__ = [
     "observe",
     "parse_profile",
     "profile_gpu",
+    "profile_name_for",
     "rows_from_run",
     "save_profile",
+    "select_profile",
     "shipped_profiles",
     "split",
     "summarize",

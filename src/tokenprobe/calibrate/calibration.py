@@ -29,6 +29,7 @@ from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.errors import ConfigError
 
 DEFAULT_FIT_ROWS_PER_SOURCE = 120
+DEFAULT_FIT_ROWS_PER_SOURCE_SIMULATED = 24  # fit.subsample's default
 ERROR_PASSES = 4  # fitted and held-out rows, each before and after the fit
 
 
@@ -133,9 +134,13 @@ def calibrate(
     start: Params | None = None,
     engine: str | None = None,
     fit_rows_per_source: int = DEFAULT_FIT_ROWS_PER_SOURCE,
+    fit_rows_per_source_simulated: int = DEFAULT_FIT_ROWS_PER_SOURCE_SIMULATED,
     progress: ProgressFn | None = None,
 ) -> Calibration:
     """Fit one engine's parameters on the non-held-out rows; errors on both sets, before/after.
+    The fit sees at most `fit_rows_per_source` rows of each source
+    (`fit_rows_per_source_simulated` where each prediction is a simulation; `fit.subsample`);
+    the errors are reported on every row.
     `progress(done, total)`: the fit's iterations, then the four error passes."""
     name, chosen = select_engine(rows, engine)
     fitted, held = split(chosen, holdout)
@@ -149,7 +154,8 @@ def calibrate(
         if progress is not None:
             progress(done, total + ERROR_PASSES)
 
-    result = fit_staged(subsample(fitted, fit_rows_per_source), parameters, start, fit_progress)
+    fit_rows = subsample(fitted, fit_rows_per_source, fit_rows_per_source_simulated)
+    result = fit_staged(fit_rows, parameters, start, fit_progress)
     p = result.params
     passes = [(fitted, start), (fitted, p), (held, start), (held, p)]
     errors = []

@@ -27,7 +27,7 @@ from tokenprobe.cost import (
     make_deployment,
 )
 from tokenprobe.errors import ConfigError, TokenprobeError
-from tokenprobe.sim import SchedulerConfig, capacity_blocks
+from tokenprobe.sim import SchedulerConfig, capacity_blocks, engine_preset
 
 Predictor = Callable[[Deployment], dict[str, float]]
 
@@ -122,7 +122,10 @@ def engine_name(engine: str, version: str) -> str:
         if len(major_minor) == 2 and major_minor[0] == "0" and major_minor[1].isdigit():
             return "vllm" if int(major_minor[1]) >= 10 else "vllm-2024"
         return "vllm-2024" if "2024" in v else "vllm"
-    return {"trt-llm": "tensorrt-llm", "tensorrtllm": "tensorrt-llm"}.get(e, e)
+    try:
+        return engine_preset(e).name  # aliases live in the engine presets
+    except ConfigError:
+        return e
 
 
 def gpu_name(text: str, source: str) -> str:

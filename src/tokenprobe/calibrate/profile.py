@@ -3,8 +3,10 @@
 File format (every section but [engine] optional; a key left out keeps the model's default):
 
     [engine]
-    name = "vllm"                  # engine (and era) the parameters describe
-    version = "0.11.1"
+    name = "vllm"                  # the profile's name (engine and era)
+    engine = "vllm"                # the engine preset it prices (tokenprobe.sim.PRESETS)
+    vendor = "nvidia"              # GPU vendor whose kernels it was fitted on (hardware.VENDORS)
+    version = "0.11.1"             # engine versions it was fitted on (free text)
     fitted_on = ["mlenergy_v3"]    # sources (tables) the fit used
     notes = "..."
 
@@ -35,7 +37,12 @@ integer >= 0 and the MdAPE figures finite and >= 0. Files are read by `tokenprob
 folder, FIFO, binary or non-UTF-8 file is a SchemaError naming it). `save_profile` writes
 exactly this format; `load_profile(save_profile(p))` == p.
 Shipped profiles live in `calibrate/profiles/<name>.toml` and are fitted by
-`benchmarks/fit_profiles.py` on shared/validation.
+`benchmarks/fit_profiles.py` on shared/validation and benchmarks/data.
+
+Which profile prices a run: `select_profile(engine, vendor)`. An engine's kernels differ by
+era and by GPU vendor (vLLM on ROCm runs other attention, GEMM and all-reduce kernels than on
+CUDA), so each engine preset names its profile per vendor (`tokenprobe.sim.PRESETS`) and each
+profile says which engine and vendor it was fitted for.
 """
 
 from __future__ import annotations
@@ -58,9 +65,18 @@ from tokenprobe.cost import (
 )
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import check_out_file, names_a_file, parse_toml, read_text
+from tokenprobe.hardware import VENDORS
+from tokenprobe.sim import engine_preset
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
-ENGINE_KEYS = {"name": str, "version": str, "fitted_on": list, "notes": str}
+ENGINE_KEYS = {
+    "name": str,
+    "engine": str,
+    "vendor": str,
+    "version": str,
+    "fitted_on": list,
+    "notes": str,
+}
 FIT_KEYS = {"parameters": list, "error": list}
 ERROR_KEYS = {
     "set": str,
@@ -89,6 +105,8 @@ class FitError:
 class Profile:
     name: str
     version: str = ""
+    engine: str = ""  # the engine preset it prices ("" = unstated)
+    vendor: str = ""  # the GPU vendor it was fitted on ("" = unstated)
     fitted_on: tuple[str, ...] = ()
     notes: str = ""
     efficiency: Efficiency = DEFAULT_EFFICIENCY
@@ -196,10 +214,14 @@ def parse_profile(text: str, origin: str = "<profile>") -> Profile:
         raise SchemaError(origin, "needs an [engine] table with a name")
     _check_keys(engine, ENGINE_KEYS, "engine.", origin)
     meta = {k: _typed(v, ENGINE_KEYS[k], f"engine.{k}", origin) for k, v in engine.items()}
+    if meta.get("vendor", "") not in ("", *VENDORS):
+        raise SchemaError(origin, f"engine.vendor={meta['vendor']!r} should be one of {VENDORS}")
     params, errors = _fit(doc.get("fit", {}), origin)
     return Profile(
         name=meta["name"],
         version=meta.get("version", ""),
+        engine=meta.get("engine", ""),
+        vendor=meta.get("vendor", ""),
         fitted_on=tuple(meta.get("fitted_on", ())),
         notes=meta.get("notes", ""),
         efficiency=_efficiency(doc.get("efficiency", {}), origin),
@@ -233,6 +255,9 @@ def dumps_profile(profile: Profile) -> str:
     """The TOML text of a profile (only non-default parameters are not special: all are written)."""
     lines = ["# tokenprobe engine profile (tokenprobe.calibrate.profile documents the format)"]
     lines += ["[engine]", f"name = {_toml_value(profile.name)}"]
+    for key in ("engine", "vendor"):
+        if getattr(profile, key):
+            lines.append(f"{key} = {_toml_value(getattr(profile, key))}")
     lines.append(f"version = {_toml_value(profile.version)}")
     lines.append(f"fitted_on = {_toml_value(list(profile.fitted_on))}")
     if profile.notes:
@@ -291,3 +316,28 @@ def load_profile(name_or_path: str | Path) -> Profile:
     if text not in known:
         raise ConfigError("profile", text, f"a profile .toml file or one of: {', '.join(known)}")
     return _load_shipped(text)
+
+
+def select_profile(engine: str, vendor: str) -> Profile | None:
+    """The shipped profile that prices `engine` on a GPU of `vendor`, or None (model defaults).
+
+    `engine` is an engine preset or alias ("vllm", "trt-llm") or a shipped profile's name (an
+    era such as "vllm-2024", as `observations.engine_name` names rows). A shipped profile fitted
+    on this vendor (or on an unstated one) is taken as named; otherwise the engine's preset
+    names its profile for the vendor (`tokenprobe.sim.PRESETS`): vLLM on an AMD GPU is
+    `vllm-rocm`, whatever the era. An engine with no profile for the vendor gets None; an
+    unknown engine is a ConfigError.
+    """
+    name = profile_name_for(engine, vendor)
+    return _load_shipped(name) if name is not None else None
+
+
+def profile_name_for(engine: str, vendor: str) -> str | None:
+    """The name `select_profile` loads (the profile itself need not be shipped yet)."""
+    family = None
+    if engine in shipped_profiles():
+        named = _load_shipped(engine)
+        if named.vendor in ("", vendor):
+            return engine
+        family = named.engine or None
+    return engine_preset(family or engine).profiles.get(vendor)

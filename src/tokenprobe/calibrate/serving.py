@@ -20,9 +20,10 @@ length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
 (`tokenprobe.sim.engines.engine_defaults`, which says where each comes from), overridden by
-flags found in the row's notes (the serving command): vLLM --max-num-seqs,
---max-num-batched-tokens, --gpu-memory-utilization; SGLang --max-running-requests,
---chunked-prefill-size, --mem-fraction-static; TensorRT-LLM --max_batch_size, --max_num_tokens.
+flags found in the row's notes (the serving command), spelled as the engine's preset says
+(`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
+--gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
+--mem-fraction-static; TensorRT-LLM --max_batch_size, --max_num_tokens.
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
 cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again
@@ -60,7 +61,7 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.cost import Deployment
-from tokenprobe.sim import SchedulerConfig, engine_defaults, simulate
+from tokenprobe.sim import SchedulerConfig, engine_defaults, engine_preset, simulate
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
@@ -96,18 +97,10 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`), with the
     serving command's overrides (module docstring)."""
     base = engine_defaults(engine, dep.gpu, dep.tp)
-    if engine == "sglang":
-        seqs = _flag(notes, "--max-running-requests")
-        tokens = _flag(notes, "--chunked-prefill-size")
-        util = _flag(notes, "--mem-fraction-static")
-    elif engine == "tensorrt-llm":
-        seqs = _flag(notes, "--max_batch_size", "--max-batch-size")
-        tokens = _flag(notes, "--max_num_tokens", "--max-num-tokens")
-        util = None
-    else:
-        seqs = _flag(notes, "--max-num-seqs")
-        tokens = _flag(notes, "--max-num-batched-tokens")
-        util = _flag(notes, "--gpu-memory-utilization")
+    flags = engine_preset(engine).flags  # the preset's spellings of each setting
+    seqs = _flag(notes, *flags.get("max_num_seqs", ()))
+    tokens = _flag(notes, *flags.get("max_num_batched_tokens", ()))
+    util = _flag(notes, *flags.get("gpu_memory_utilization", ()))
     max_seqs = int(seqs or base.max_num_seqs)
     return replace(
         base,

@@ -165,6 +165,7 @@ def _static_batch(dep: Deployment, isl: int, osl: int, batch: int) -> dict[str, 
         "total_throughput": batch * (isl + osl) / est.e2e_s,
         "throughput_per_gpu": batch * osl / est.e2e_s / dep.num_gpus,
         "power_per_gpu": (est.prefill.energy_j + decode_j) / est.e2e_s / dep.num_gpus,
+        "batch_latency": est.e2e_s,
     }
 
 
@@ -437,6 +438,70 @@ def _trt014(row: Mapping[str, str]) -> Iterator[Row]:
     yield Row(source, key, "tensorrt-llm", label, dep, {"output_throughput": tput}, predict, True)
 
 
+AMD_MODELS = {
+    "amd/Llama-3.1-70B-Instruct-FP8-KV": "llama-3.1-70b",
+    "amd/Llama-3.1-405B-Instruct-FP8-KV": "llama-3.1-405b",
+    "Llama 3.1 405B FP8": "llama-3.1-405b",  # OCI's blog names no checkpoint
+}
+AMD_GPU = "mi300x"
+AMD_BATCHED_TOKENS = 131072  # the doc's --max-num-batched-tokens
+
+
+def _offline_vllm(
+    dep: Deployment, isl: int, osl: int, requests: int, config: SchedulerConfig
+) -> dict[str, float]:
+    """An offline `benchmark_throughput.py` run through the simulator: total tokens/s."""
+    result = simulate(
+        deployment=dep,
+        input_tokens=isl,
+        output_tokens=osl,
+        offline=True,
+        num_requests=min(requests, SIM_MAX_REQUESTS),
+        config=config,
+        trace_requests=0,
+    )
+    s = result.summary()
+    return {"total_throughput": float(s["output_tokens_per_s"]) * (isl + osl) / osl}
+
+
+def _amd_rocm(row: Mapping[str, str]) -> Iterator[Row]:
+    """AMD's vLLM-for-ROCm MI300X tables and OCI's 405B batches (module docstring)."""
+    model = AMD_MODELS.get(row["model_hf_id"] or row["model"])
+    if model is None:
+        raise SkipRowError(f"model not in catalog: {row['model_hf_id'] or row['model']}")
+    dep = row_deployment(model, AMD_GPU, row)
+    engine = engine_name(row["engine"], row.get("engine_version", ""))
+    version = row.get("engine_version", "").split(" ")[0]
+    oci = row["source_id"].startswith("oci_")
+    source = "oci_vllm_mi300x" if oci else f"amd_rocm_vllm_{version}"
+    version = "?" if oci else version
+    isl, osl = int_field(row, "isl"), int_field(row, "osl")
+    notes = row.get("notes", "")
+    name = row["model"].removesuffix("-Instruct-FP8-KV").replace(" ", "-")
+    if row["workload_type"].startswith("offline_static_batch"):
+        batch = int_field(row, "batch_size")
+        measured = measured_fields(row, [("batch_latency", "e2e_latency_ms_mean", MILLI)])
+        label = f"{name} mi300x tp{dep.tp} B{batch} {isl}/{osl} v{version}"
+        predict = functools.partial(_static_batch, isl=isl, osl=osl, batch=batch)
+        key = f"{run_key(source, engine, model, dep)}/latency"
+        yield Row(source, key, engine, label, dep, measured, predict)
+        return
+    seqs = int_field(row, "max_num_seqs")
+    config = SchedulerConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=max(AMD_BATCHED_TOKENS, seqs),
+        chunked_prefill="--enable-chunked-prefill False" not in notes,
+        gpu_memory_utilization=0.9,
+    )
+    require_kv_room(dep, config, isl + osl)
+    measured = measured_fields(row, [("total_throughput", "total_tok_s", 1.0)])
+    requests = int_field(row, "num_requests")
+    label = f"{name} mi300x tp{dep.tp} offline {isl}/{osl} x{requests} v{version}"
+    predict = functools.partial(_offline_vllm, isl=isl, osl=osl, requests=requests, config=config)
+    key = f"{run_key(source, engine, model, dep)}/throughput"
+    yield Row(source, key, engine, label, dep, measured, predict, simulated=True)
+
+
 MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "argonne_llm_inference_bench": _argonne,
     "trtllm_v0.9": _trt09,
@@ -447,6 +512,8 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "gpustack_performance_lab": serving_rows,
     "datacrunch_h200_sglang": serving_rows,
     "sglang_benchmark_vllm_060": serving_rows,
+    "amd_rocm_vllm_mi300x": _amd_rocm,
+    "oci_mi300x_vllm": _amd_rocm,
 }
 """source_id prefix -> mapper. A new source is one entry here."""
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from tokenprobe.calibrate import load_profile
+from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cost import (
@@ -19,10 +19,30 @@ from tokenprobe.cost import (
 )
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
+from tokenprobe.hardware import get_gpu
 from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
-PROFILE_HELP = "Calibrated engine profile: vllm, vllm-2024, sglang, tensorrt-llm or a TOML"
+PROFILE_HELP = (
+    "Calibrated engine profile: vllm, vllm-2024, vllm-rocm, sglang, tensorrt-llm or a TOML "
+    "(default: the --engine's profile for the GPU's vendor)"
+)
+ENGINE_PROFILE_HELP = (
+    "Engine whose shipped profile prices the run on this GPU's vendor (vllm on mi300x: "
+    "vllm-rocm); --profile overrides"
+)
+
+
+def engine_profile(engine: str | None, profile: str | None, gpu: str) -> Profile | None:
+    """--profile when given, else the shipped profile of --engine for the GPU's vendor
+    (`calibrate.select_profile`), else None (the model's default parameters)."""
+    if profile is not None:
+        return load_profile(profile)
+    if engine is None:
+        return None
+    return select_profile(engine, get_gpu(gpu).vendor)
+
+
 # the rule of cost.make_deployment: fp8 W8A8 engines keep an fp8 cache, the rest 16-bit
 KV_DTYPE_HELP = "KV-cache dtype (default: fp8 with fp8 weights, else the 16-bit compute dtype)"
 # Where the replica's GPUs sit; every command that builds a Deployment takes these two.
@@ -124,6 +144,7 @@ def estimate_cmd(
         str | None,
         typer.Option(help=PROFILE_HELP),
     ] = None,
+    engine: Annotated[str | None, typer.Option(help=ENGINE_PROFILE_HELP)] = None,
     efficiency: Annotated[
         list[str] | None,
         typer.Option(help="Override an efficiency parameter, e.g. --efficiency memory=0.85"),
@@ -137,8 +158,8 @@ def estimate_cmd(
         overrides = parse_overrides(efficiency or [], "efficiency")
         eff: dict[str, float] | Efficiency = overrides
         power = None
-        if profile is not None:
-            p = load_profile(profile)
+        p = engine_profile(engine, profile, gpu)
+        if p is not None:
             eff, power = p.efficiency.with_overrides(overrides), p.power
         return estimate(
             model,

@@ -9,10 +9,15 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.text import Text
 
-from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
-from tokenprobe.cli.estimate import KV_DTYPE_HELP, PROFILE_HELP, GpusPerNodeOption, NodesOption
+from tokenprobe.cli.estimate import (
+    KV_DTYPE_HELP,
+    PROFILE_HELP,
+    GpusPerNodeOption,
+    NodesOption,
+    engine_profile,
+)
 from tokenprobe.cli.frontend_tables import (
     PAIR_COLUMNS,
     batch_window_effect,
@@ -27,6 +32,7 @@ from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
+    DEFAULT_ENGINE,
     ENGINES,
     ROUTERS,
     SCENARIOS,
@@ -112,12 +118,14 @@ def simulate_cmd(
     workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
     scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
     engine: Annotated[
-        str,
+        str | None,
         typer.Option(
             help=f"Whose defaults the server starts from: {', '.join(ENGINES)} (batch limits, "
-            "KV sizing, capacity policy; the flags below override them)"
+            "KV sizing, capacity policy; the flags below override them), and whose shipped "
+            "profile prices it on this GPU's vendor (vllm on mi300x: vllm-rocm; --profile "
+            "overrides). Default: vLLM's scheduler with the model's default parameters"
         ),
-    ] = "vllm",
+    ] = None,
     max_num_seqs: Annotated[
         int | None, typer.Option(help="vLLM's default: 1024 on >= 70 GiB GPUs but A100, else 256")
     ] = None,
@@ -245,20 +253,22 @@ def simulate_cmd(
             offline=offline,
             num_requests=num_requests,
         )
-        p = load_profile(profile) if profile is not None else None
+        # --profile, else --engine's shipped profile for the GPU's vendor, else the defaults
+        p = engine_profile(engine, profile, gpu)
+        chosen = profile if profile is not None else (p.name if p is not None else None)
         dep = make_deployment(
             model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             efficiency=p.efficiency if p else None, power=p.power if p else None,
             nodes=nodes, gpus_per_node=gpus_per_node,
         )  # fmt: skip
         common: dict[str, Any] = dict(
-            config=window.config(engine_defaults(engine, get_gpu(gpu), tp)),
+            config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),
             scheduler=scheduler,
             seed=seed,
             slo_ttft_s=slo_ttft_s,
             slo_tpot_s=slo_tpot_s,
-            profile=profile,
-            engine=engine,
+            profile=chosen,
+            engine=engine or DEFAULT_ENGINE,
         )
         front_end: dict[str, Any] = dict(
             api_server_processes=api_server_processes,

@@ -28,7 +28,14 @@ from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.cluster import ROUTERS, ClusterResult
 from tokenprobe.sim.disagg import DisaggResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError
-from tokenprobe.sim.engines import ENGINES, TRTLLM_SERVE, engine_defaults
+from tokenprobe.sim.engines import (
+    ENGINES,
+    PRESETS,
+    TRTLLM_SERVE,
+    EnginePreset,
+    engine_defaults,
+    engine_preset,
+)
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.runconfig import (
@@ -44,12 +51,14 @@ from tokenprobe.sim.schedulers import SCHEDULERS
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "PRESETS",
     "ROUTERS",
     "SCENARIOS",
     "SCHEDULERS",
     "TRTLLM_SERVE",
     "ClusterResult",
     "DisaggResult",
+    "EnginePreset",
     "Frontend",
     "ProgressFn",
     "Scenario",
@@ -63,6 +72,7 @@ __all__ = [
     "capacity_blocks",
     "deployment_config",
     "engine_defaults",
+    "engine_preset",
     "get_scenario",
     "max_rate_per_s",
     "price_deployment",

@@ -15,11 +15,18 @@
   preempt); KV block reuse on (KvCacheConfig enable_block_reuse).
 These are what the collected serving benchmarks ran (benchmarks/data), which replay them with
 the flags of each serving command on top (`tokenprobe.calibrate.serving`).
+
+`PRESETS` is the one registry of engines: each `EnginePreset` names the engine, its aliases, the
+serving-command flags that set its batch limits and KV memory, and the shipped cost profile
+(calibrate/profiles/<name>.toml) fitted for it on each GPU vendor, which `calibrate.select_profile`
+loads (`simulate --engine vllm --gpu mi300x` prices with `vllm-rocm`). The scheduler defaults
+are `engine_defaults` below.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE
@@ -28,7 +35,67 @@ from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
 from tokenprobe.units import GiB
 
-ENGINES = ("vllm", "sglang", "tensorrt-llm")
+
+@dataclass(frozen=True)
+class EnginePreset:
+    """One serving engine: its names, its serving flags, its shipped profile per GPU vendor.
+
+    `flags` maps a SchedulerConfig field (max_num_seqs, max_num_batched_tokens,
+    gpu_memory_utilization) to the command-line spellings that set it, first match wins.
+    `profiles` maps a GPU vendor (hardware.VENDORS) to the shipped profile fitted for this
+    engine's kernels there; a vendor without one is priced with the model's defaults.
+    """
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    profiles: Mapping[str, str] = field(default_factory=dict)
+
+
+PRESETS = {
+    "vllm": EnginePreset(
+        "vllm",
+        ("vllm-openai",),
+        {
+            "max_num_seqs": ("--max-num-seqs",),
+            "max_num_batched_tokens": ("--max-num-batched-tokens",),
+            "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        },
+        # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables
+        {"nvidia": "vllm", "amd": "vllm-rocm"},
+    ),
+    "sglang": EnginePreset(
+        "sglang",
+        (),
+        {
+            "max_num_seqs": ("--max-running-requests",),
+            "max_num_batched_tokens": ("--chunked-prefill-size",),
+            "gpu_memory_utilization": ("--mem-fraction-static",),
+        },
+        {"nvidia": "sglang"},
+    ),
+    "tensorrt-llm": EnginePreset(
+        "tensorrt-llm",
+        ("trt-llm", "tensorrtllm", "trtllm", "trtllm-serve"),
+        {
+            "max_num_seqs": ("--max_batch_size", "--max-batch-size"),
+            "max_num_batched_tokens": ("--max_num_tokens", "--max-num-tokens"),
+        },
+        {"nvidia": "tensorrt-llm"},
+    ),
+}
+ENGINES = tuple(PRESETS)
+
+
+def engine_preset(name: str) -> EnginePreset:
+    """The preset named `name` or one of its aliases (case and spaces ignored)."""
+    key = name.strip().lower().replace(" ", "-")
+    for preset in PRESETS.values():
+        if key == preset.name or key in preset.aliases:
+            return preset
+    raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
+
+
 SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
 SGLANG_MEM_FRACTION_BEYOND = 0.81
 SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
@@ -73,13 +140,13 @@ def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
 
 
 def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) -> SchedulerConfig:
-    """The scheduler `engine` sets up on `tp` GPUs of this kind, with `overrides` (fields)."""
+    """The scheduler `engine` (a preset name or alias) sets up on `tp` GPUs of this kind, with
+    `overrides` (fields)."""
+    engine = engine_preset(engine).name
     if engine == "vllm":
         return vllm_defaults(gpu, **overrides)
     if engine == "tensorrt-llm":
         return replace(TRTLLM_SERVE, **overrides)
-    if engine != "sglang":
-        raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
     chunk = next(t for low, t in SGLANG_CHUNK_TOKENS_BY_HBM_BYTES if gpu.hbm_bytes >= low)
     fields: dict[str, Any] = {
         "max_num_seqs": SGLANG_MAX_RUNNING,
