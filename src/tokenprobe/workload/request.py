@@ -1,0 +1,21 @@
+"""RequestSpec: the shape of one request of a workload (what the simulator runs, bench sends)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class RequestSpec(NamedTuple):
+    """One request to send: when (s after the run starts) and how many tokens in and out.
+
+    `prefix_tokens` of the prompt are shared with every other request of the same
+    `prefix_group` (a common system prompt), which prefix caching may reuse. A NamedTuple
+    (immutable, and cheap to build 10^5 times for a simulation).
+    """
+
+    request_id: str
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int = 0
+    prefix_group: int = 0
