@@ -62,16 +62,33 @@ from tokenprobe.workload.checks import (
     MAX_TRACE_BYTES,
     RATE_RANGE_PER_S,
 )
+from tokenprobe.workload.datasets import (
+    CHARS_PER_TOKEN,
+    DATASET_FORMATS,
+    ESTIMATE,
+    Dataset,
+    DatasetLengths,
+    DatasetOptions,
+    DatasetRow,
+    dataset_lengths,
+    estimate_tokens,
+    estimated_lengths,
+    load_dataset_lengths,
+    read_dataset,
+)
 from tokenprobe.workload.lengths import LengthDist, fixed, read_lengths_file
 from tokenprobe.workload.loading import load_workload, workload_from_dict
 from tokenprobe.workload.request import RequestSpec
-from tokenprobe.workload.spec import Workload
+from tokenprobe.workload.spec import Workload, build_workload, workload_dict
 from tokenprobe.workload.trace import read_trace
 
 __all__ = [
     "ARRIVALS",
     "ARRIVAL_KINDS",
     "BURSTINESS_RANGE",
+    "CHARS_PER_TOKEN",
+    "DATASET_FORMATS",
+    "ESTIMATE",
     "LENGTH_KINDS",
     "MAX_LENGTH_TOKENS",
     "MAX_LOGNORMAL_SIGMA",
@@ -79,13 +96,24 @@ __all__ = [
     "MAX_TRACE_BYTES",
     "RATE_RANGE_PER_S",
     "Arrival",
+    "Dataset",
+    "DatasetLengths",
+    "DatasetOptions",
+    "DatasetRow",
     "LengthDist",
     "RequestSpec",
     "Workload",
     "arrival_times_s",
+    "build_workload",
+    "dataset_lengths",
+    "estimate_tokens",
+    "estimated_lengths",
     "fixed",
+    "load_dataset_lengths",
     "load_workload",
+    "read_dataset",
     "read_lengths_file",
     "read_trace",
+    "workload_dict",
     "workload_from_dict",
 ]

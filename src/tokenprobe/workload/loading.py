@@ -9,13 +9,15 @@ from typing import Any
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import parse_json, parse_toml, read_text
 from tokenprobe.workload.arrivals import Arrival
+from tokenprobe.workload.datasets import DatasetLengths, DatasetOptions, load_dataset_lengths
 from tokenprobe.workload.lengths import LengthDist, read_lengths_file
 from tokenprobe.workload.spec import Workload
 from tokenprobe.workload.trace import read_trace
 
 _TOP_KEYS = {"name", "num_requests", "shared_prefix_tokens", "arrival", "input_tokens"}
-_TOP_KEYS |= {"output_tokens"}
+_TOP_KEYS |= {"output_tokens", "prefix_groups", "dataset"}
 _ARRIVAL_KEYS = {"kind", "rate_per_s", "burstiness", "concurrency", "trace_file"}
+_DATASET_KEYS = {"file", "output_tokens", "max_input_tokens", "max_output_tokens"}
 _LENGTH_KEYS = {"kind", "value", "low", "high", "mean", "std", "sigma", "values", "file"}
 
 
@@ -46,6 +48,20 @@ def _length_from(table: dict[str, Any], name: str, base: Path, where: str) -> Le
     return LengthDist(**table, name=name)
 
 
+def _dataset_from(doc: Mapping[str, Any], base: Path, where: str) -> DatasetLengths:
+    """[dataset]: file (relative to the workload file) and the length options; the lengths are
+    estimated here (bench recounts them with the server's tokenizer)."""
+    table = _table(doc, "dataset", _DATASET_KEYS, where)
+    if "file" not in table:
+        raise SchemaError(where, '[dataset] needs file = "..."')
+    clash = [k for k in ("input_tokens", "output_tokens") if k in doc]
+    if clash:
+        raise SchemaError(where, f"[{clash[0]}] and [dataset] both give lengths; keep one")
+    path = base / _file_name(table, "file", where)
+    del table["file"]
+    return load_dataset_lengths(path, DatasetOptions(**table))
+
+
 def workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Workload:
     """Build a Workload from a parsed file; `base` resolves relative trace/length file names.
 
@@ -72,6 +88,9 @@ def _workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Workl
         arrival = Arrival(**arrival_t)
     kwargs: dict[str, Any] = {k: doc[k] for k in ("name", "num_requests") if k in doc}
     kwargs["shared_prefix_tokens"] = doc.get("shared_prefix_tokens", 0)
+    kwargs["prefix_groups"] = doc.get("prefix_groups", 1)
+    if "dataset" in doc:
+        kwargs["dataset"] = _dataset_from(doc, base, where)
     for key in ("input_tokens", "output_tokens"):
         if key in doc:
             table = _table(doc, key, _LENGTH_KEYS, where)

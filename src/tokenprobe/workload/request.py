@@ -9,8 +9,9 @@ class RequestSpec(NamedTuple):
     """One request to send: when (s after the run starts) and how many tokens in and out.
 
     `prefix_tokens` of the prompt are shared with every other request of the same
-    `prefix_group` (a common system prompt), which prefix caching may reuse. A NamedTuple
-    (immutable, and cheap to build 10^5 times for a simulation).
+    `prefix_group` (a common system prompt), which prefix caching may reuse. `item` is the
+    row of the workload's dataset the request takes its prompt from (-1: a synthetic prompt).
+    A NamedTuple (immutable, and cheap to build 10^5 times for a simulation).
     """
 
     request_id: str
@@ -19,3 +20,4 @@ class RequestSpec(NamedTuple):
     output_tokens: int
     prefix_tokens: int = 0
     prefix_group: int = 0
+    item: int = -1
