@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 
 from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.dataset_workload import DATASET_HELP, MAX_INPUT_HELP, MAX_OUTPUT_HELP
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
@@ -122,7 +123,10 @@ def _run_one(
 ) -> Run:
     from tokenprobe.bench import run_measured
 
-    progress = Progress(config.num_requests, config.duration_s)
+    total = config.num_requests
+    if total is None and config.workload_file is not None:
+        total = config.workload().size
+    progress = Progress(total, config.duration_s)
     if not show_progress:
         return run_measured(config, telemetry)
     with Live(progress, console=err_console, refresh_per_second=4, transient=True):
@@ -149,8 +153,18 @@ def bench_cmd(
     num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
     duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 256)")] = None,
-    dataset: Annotated[str | None, typer.Option(help="JSONL: prompt, output_tokens")] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="max_tokens (default 256; with --dataset: every request's)")
+    ] = None,
+    dataset: Annotated[str | None, typer.Option(help=DATASET_HELP)] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(help=MAX_INPUT_HELP)] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(help=MAX_OUTPUT_HELP)] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            help="Workload TOML/JSON file, as simulate --workload (replaces the load flags)"
+        ),
+    ] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
     timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s)")] = 600.0,
@@ -230,6 +244,9 @@ def bench_cmd(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             dataset=dataset,
+            workload_file=workload,
+            max_input_tokens=max_input_tokens,
+            max_output_tokens=max_output_tokens,
             endpoint=endpoint,  # type: ignore[arg-type]  # validated by BenchConfig
             warmup=warmup,
             timeout_s=timeout_s,

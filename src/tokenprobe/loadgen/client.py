@@ -102,16 +102,19 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request: its prompt, how many tokens to ask for, and its input length if known."""
+class WireRequest:
+    """One request as sent: its prompt, how many tokens to ask for, its input length if known,
+    and a dataset's chat messages (sent instead of the prompt on the chat endpoint). Its shape
+    (arrival, lengths, prefix group) is a `tokenprobe.workload.RequestSpec`."""
 
     request_id: str
     prompt: str
     max_output_tokens: int
     input_tokens: int | None = None
+    messages: tuple[tuple[str, str], ...] = ()
 
 
-def request_body(target: Target, spec: RequestSpec) -> dict[str, Any]:
+def request_body(target: Target, spec: WireRequest) -> dict[str, Any]:
     """The JSON body of a streaming request with usage asked for."""
     body: dict[str, Any] = {
         "model": target.model,
@@ -120,7 +123,8 @@ def request_body(target: Target, spec: RequestSpec) -> dict[str, Any]:
         "stream_options": {"include_usage": True},
     }
     if target.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        turns = spec.messages or (("user", spec.prompt),)
+        body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
         body["prompt"] = spec.prompt
     if target.ignore_eos:
@@ -212,7 +216,7 @@ class StreamClient:
         return str(redact(text, self.secrets))
 
     async def send(
-        self, spec: RequestSpec, scheduled_s: float, timeout_s: float | None = None
+        self, spec: WireRequest, scheduled_s: float, timeout_s: float | None = None
     ) -> RequestRecord:
         """Send one request now; `scheduled_s` (run-relative) is when it should have been sent.
 
@@ -278,7 +282,7 @@ class StreamClient:
                 )
 
     def _base(
-        self, spec: RequestSpec, scheduled_s: float, sent_abs_s: float, st: StreamState
+        self, spec: WireRequest, scheduled_s: float, sent_abs_s: float, st: StreamState
     ) -> dict[str, Any]:
         t0 = self.t0_s
         times = [t - t0 for t in st.chunk_times_s]
@@ -293,7 +297,7 @@ class StreamClient:
 
     def _failed(
         self,
-        spec: RequestSpec,
+        spec: WireRequest,
         scheduled_s: float,
         sent_abs_s: float,
         st: StreamState,
@@ -312,7 +316,7 @@ class StreamClient:
         )
 
     async def _succeeded(
-        self, spec: RequestSpec, scheduled_s: float, sent_abs_s: float, st: StreamState
+        self, spec: WireRequest, scheduled_s: float, sent_abs_s: float, st: StreamState
     ) -> RequestRecord:
         end_abs_s = st.end_s if st.end_s is not None else now_s()
         input_tokens, output_tokens, source = await self._counts(spec, st)
@@ -324,7 +328,7 @@ class StreamClient:
             token_count_source=source,
         )
 
-    async def _counts(self, spec: RequestSpec, st: StreamState) -> tuple[int, int, str]:
+    async def _counts(self, spec: WireRequest, st: StreamState) -> tuple[int, int, str]:
         """(input_tokens, output_tokens, source): usage, else /tokenize, else chunks."""
         usage = st.usage or {}
         completion = token_count(usage.get("completion_tokens"))
