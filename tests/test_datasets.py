@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from tokenprobe.cli import app
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.workload import (
     Arrival,
@@ -156,3 +158,22 @@ def test_a_workload_file_with_a_dataset_and_prefix_groups(tmp_path: Path) -> Non
     )
     with pytest.raises(SchemaError, match="keep one"):
         load_workload(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('[{"conversations": [{"from": "human", "value": "a"}, {"from": 7}]}]', "item 1"),
+        ('{"prompt": "a"}\n{"conversations": []}\n', "bad.jsonl:2"),
+    ],
+)
+def test_simulate_refuses_a_bad_dataset_in_one_line_exit_2(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    bad = _write(tmp_path, "bad.jsonl" if "\n" in text else "bad.json", text)
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "2"]
+    result = CliRunner().invoke(app, [*args, "--dataset", str(bad)], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    flat = "".join(result.output.split())
+    assert flat.startswith("error:") and "".join(where.split()) in flat
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 3

@@ -60,6 +60,18 @@ def test_too_short_input_is_a_config_error():
         ({"timeout_s": 0.0}, "timeout_s"),
         ({"burstiness": 0.0}, "burstiness"),
         ({"url": "localhost:8000"}, "url"),
+        ({"max_input_tokens": 5}, "max_input_tokens"),  # only with a dataset
+        ({"max_output_tokens": 5}, "max_output_tokens"),
+        ({"workload_file": "/nonexistent.toml", "input_tokens": None}, "concurrency"),
+        (
+            {
+                "workload_file": "/nonexistent.toml",
+                "concurrency": None,
+                "num_requests": None,
+                "input_tokens": None,
+            },
+            "workload",
+        ),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(changes: dict[str, object], field: str):
