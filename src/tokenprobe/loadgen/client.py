@@ -224,10 +224,28 @@ class StreamClient:
         A re-send happens only as the module docstring says; `sent_s` is then the time of the
         send that counted and `extra["retries"]` is 1.
         """
+        return await self._send(spec, scheduled_s, timeout_s, [])
+
+    async def send_keeping_text(
+        self, spec: WireRequest, scheduled_s: float
+    ) -> tuple[RequestRecord, str]:
+        """`send`, and the text the server streamed (a conversation's next turn carries it)."""
+        streams: list[StreamState] = []
+        record = await self._send(spec, scheduled_s, None, streams)
+        return record, "".join(streams[-1].text_parts)
+
+    async def _send(
+        self,
+        spec: WireRequest,
+        scheduled_s: float,
+        timeout_s: float | None,
+        streams: list[StreamState],
+    ) -> RequestRecord:
         payload = json.dumps(request_body(self.target, spec)).encode()
         limit_s = self.target.timeout_s if timeout_s is None else timeout_s
         timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=limit_s)
         stream = StreamState()
+        streams.append(stream)
         while True:
             sent_abs_s = now_s()
             session = self.session if not stream.retries else self.fresh_session
@@ -239,6 +257,7 @@ class StreamClient:
                 if stream.retries < MAX_RETRIES and _lost_on_pooled_connection(exc, stream):
                     self.keep_alive = False
                     stream = StreamState(retries=stream.retries + 1)
+                    streams.append(stream)
                     continue
                 kind, message = classify_exception(exc, limit_s)
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, kind, message)

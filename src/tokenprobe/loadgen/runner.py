@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.client import StreamClient, Target, WireRequest
 from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.conversations import run_conversation, starts
 from tokenprobe.loadgen.credentials import mask_url
 from tokenprobe.loadgen.models import served_models, server_identity
 from tokenprobe.loadgen.sendplan import POOL_FOR_DURATION, SendPlan, plan_sends, recount
@@ -259,7 +260,9 @@ async def _measure(
             on_start(client.t0_s, run, writer)
 
         try:
-            if plan.concurrency is not None:
+            if plan.multi_turn:
+                await _conversations(client, plan, emit)
+            elif plan.concurrency is not None:
                 await _closed_loop(
                     client,
                     plan.wire,
@@ -346,6 +349,28 @@ async def _open_loop(
         for index, spec in enumerate(plan.specs):
             await sleep_until(t0 + spec.arrival_s)
             group.create_task(one(index, spec.arrival_s))
+
+
+async def _conversations(client: StreamClient, plan: SendPlan, emit: OnRecord) -> None:
+    """Multi-turn: closed loop, `concurrency` users each running conversations one after the
+    other; open loop, each conversation started at its arrival (`loadgen.conversations`)."""
+    firsts = starts(plan)
+    t0 = client.t0_s
+    async with asyncio.TaskGroup() as group:
+        if plan.concurrency is None:
+            for first in firsts:
+                scheduled_s = plan.specs[first].arrival_s
+                await sleep_until(t0 + scheduled_s)
+                group.create_task(run_conversation(client, plan, first, scheduled_s, emit))
+            return
+        queue = iter(firsts)
+
+        async def user() -> None:
+            for first in queue:
+                await run_conversation(client, plan, first, now_s() - t0, emit)
+
+        for _ in range(plan.concurrency):
+            group.create_task(user())
 
 
 async def sleep_until(t_abs_s: float) -> None:

@@ -72,6 +72,10 @@ class SendPlan:
         return len(self.workload.dataset.rows) if self.workload.dataset else self.pool
 
     @property
+    def multi_turn(self) -> bool:
+        return self.workload.conversation.multi_turn
+
+    @property
     def num_requests(self) -> int | None:
         return None if self.cycle else len(self.specs)
 
@@ -177,12 +181,25 @@ async def _prompts(
         return items, False
 
     def shape(i: int) -> tuple[int, int]:
-        return specs[i].input_tokens, specs[i].prefix_group
+        return _fit_tokens(specs, i), specs[i].prefix_group
+
+    def head(i: int) -> str:
+        return "" if specs[i].turn else prefixes.get(specs[i].prefix_group, "")
 
     need = [*range(pool), *(i for i in range(pool, len(specs)) if shape(i) != shape(i % pool))]
-    shapes = [(i, specs[i].input_tokens, prefixes.get(specs[i].prefix_group, "")) for i in need]
+    shapes = [(i, _fit_tokens(specs, i), head(i)) for i in need]
     items_list, verified = await fit_prompts(shapes, seed, tokenize, salt)
     return dict(zip(need, items_list, strict=True)), verified
+
+
+def _fit_tokens(specs: list[RequestSpec], i: int) -> int:
+    """The tokens request i's own prompt is fitted to: its input, or for a conversation's
+    follow-up its new message (its input less the previous turn's input and output)."""
+    spec = specs[i]
+    if not spec.turn:
+        return spec.input_tokens
+    before = specs[i - 1]
+    return max(spec.input_tokens - before.input_tokens - before.output_tokens, 1)
 
 
 async def _warmup(

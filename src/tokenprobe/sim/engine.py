@@ -13,6 +13,10 @@ A request sent at t reaches the scheduler at t + `frontend_s` (`Efficiency.reque
 the serving front end's HTTP handling, chat template, tokenization and hand-off to the engine
 process, plus the way back of the first chunk), so that latency adds to its TTFT and end-to-end
 time but occupies no GPU step.
+
+Conversations (`RequestSpec.turn` > 0, `workload.conversation`): a follow-up turn is not in the
+arrival order; it arrives `think_s` after the request before it (its previous turn) finished or
+was rejected. In closed loop a user starts its next conversation when the last turn is done.
 """
 
 from __future__ import annotations
@@ -132,8 +136,11 @@ class Engine:
         return self._result()
 
     def _push_next_arrival(self, now_s: float) -> None:
-        i = self._next
-        if i >= len(self.requests):
+        i, requests = self._next, self.requests
+        while i < len(requests) and requests[i].turn:  # follow-ups come after their turn before
+            i += 1
+        self._next = i
+        if i >= len(requests):
             return
         self._next += 1
         t = now_s if self.concurrency else self.requests[i].arrival_s
@@ -158,7 +165,7 @@ class Engine:
 
     def _arrive(self, i: int) -> None:
         self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
-        if not self.concurrency:
+        if not self.concurrency and not self.requests[i].turn:
             self._push_next_arrival(self.clock_s)
         if self.frontend_s > 0:
             self._push(self.clock_s + self.frontend_s, _ADMIT, i)
@@ -171,12 +178,16 @@ class Engine:
         reason = self.sched.add(seq, self.clock_s)
         if reason is not None:
             seq.reject_reason = reason
-            self._finished()
+            self._finished(i)
 
-    def _finished(self) -> None:
-        """One request done (finished or rejected); closed loop: its user sends the next."""
+    def _finished(self, i: int) -> None:
+        """Request i done (finished or rejected): its conversation's next turn follows after
+        its think time; else, in closed loop, its user sends the next request."""
         self.done += 1
-        if self.concurrency:
+        follow = i + 1
+        if follow < len(self.requests) and self.requests[follow].turn:
+            self._push(self.clock_s + self.requests[follow].think_s, _ARRIVAL, follow)
+        elif self.concurrency:
             self._push_next_arrival(self.clock_s)
 
     def _start_step(self) -> None:
@@ -207,8 +218,8 @@ class Engine:
         finished = self.sched.complete(self.step, self.clock_s)
         self.step += 1
         self.busy = False
-        for _ in finished:
-            self._finished()
+        for seq in finished:
+            self._finished(seq.idx)
         if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
             self.progress(self.done, len(self.requests))
 

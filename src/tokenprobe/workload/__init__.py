@@ -62,6 +62,7 @@ from tokenprobe.workload.checks import (
     MAX_TRACE_BYTES,
     RATE_RANGE_PER_S,
 )
+from tokenprobe.workload.conversation import Conversation
 from tokenprobe.workload.datasets import (
     CHARS_PER_TOKEN,
     DATASET_FORMATS,
@@ -96,6 +97,7 @@ __all__ = [
     "MAX_TRACE_BYTES",
     "RATE_RANGE_PER_S",
     "Arrival",
+    "Conversation",
     "Dataset",
     "DatasetLengths",
     "DatasetOptions",

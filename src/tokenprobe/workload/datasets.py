@@ -133,6 +133,8 @@ def read_dataset(path: str | Path) -> Dataset:
     p = Path(path)
     text = read_text(p, max_bytes=MAX_DATASET_BYTES)
     head = text.lstrip()[:1]
+    if not head:
+        raise SchemaError(str(p), "has no requests (the file is empty)")
     if p.suffix.lower() == ".csv":
         items = _csv_items(text, p)
     elif head == "[":

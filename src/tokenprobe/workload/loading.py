@@ -9,13 +9,14 @@ from typing import Any
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import parse_json, parse_toml, read_text
 from tokenprobe.workload.arrivals import Arrival
+from tokenprobe.workload.conversation import Conversation
 from tokenprobe.workload.datasets import DatasetLengths, DatasetOptions, load_dataset_lengths
 from tokenprobe.workload.lengths import LengthDist, read_lengths_file
 from tokenprobe.workload.spec import Workload
 from tokenprobe.workload.trace import read_trace
 
 _TOP_KEYS = {"name", "num_requests", "shared_prefix_tokens", "arrival", "input_tokens"}
-_TOP_KEYS |= {"output_tokens", "prefix_groups", "dataset"}
+_TOP_KEYS |= {"output_tokens", "prefix_groups", "dataset", "conversation"}
 _ARRIVAL_KEYS = {"kind", "rate_per_s", "burstiness", "concurrency", "trace_file"}
 _DATASET_KEYS = {"file", "output_tokens", "max_input_tokens", "max_output_tokens"}
 _LENGTH_KEYS = {"kind", "value", "low", "high", "mean", "std", "sigma", "values", "file"}
@@ -89,6 +90,9 @@ def _workload_from_dict(doc: Mapping[str, Any], where: str, base: Path) -> Workl
     kwargs: dict[str, Any] = {k: doc[k] for k in ("name", "num_requests") if k in doc}
     kwargs["shared_prefix_tokens"] = doc.get("shared_prefix_tokens", 0)
     kwargs["prefix_groups"] = doc.get("prefix_groups", 1)
+    if "conversation" in doc:
+        table = _table(doc, "conversation", {"turns", "think_s"}, where)
+        kwargs["conversation"] = Conversation(**table)
     if "dataset" in doc:
         kwargs["dataset"] = _dataset_from(doc, base, where)
     for key in ("input_tokens", "output_tokens"):

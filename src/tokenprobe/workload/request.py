@@ -11,6 +11,8 @@ class RequestSpec(NamedTuple):
     `prefix_tokens` of the prompt are shared with every other request of the same
     `prefix_group` (a common system prompt), which prefix caching may reuse. `item` is the
     row of the workload's dataset the request takes its prompt from (-1: a synthetic prompt).
+    `turn` > 0: a conversation's follow-up, sent `think_s` after the request before it in the
+    list (its previous turn) finished, whatever `arrival_s` says (`workload.conversation`).
     A NamedTuple (immutable, and cheap to build 10^5 times for a simulation).
     """
 
@@ -21,3 +23,5 @@ class RequestSpec(NamedTuple):
     prefix_tokens: int = 0
     prefix_group: int = 0
     item: int = -1
+    turn: int = 0
+    think_s: float = 0.0

@@ -24,6 +24,12 @@ import numpy as np
 from tokenprobe.errors import ConfigError
 from tokenprobe.workload.arrivals import Arrival, arrival_times_s
 from tokenprobe.workload.checks import MAX_LENGTH_TOKENS, MAX_REQUESTS, is_count
+from tokenprobe.workload.conversation import (
+    Conversation,
+    conversation_requests,
+    conversations_for,
+    draw_groups,
+)
 from tokenprobe.workload.datasets import DatasetLengths
 from tokenprobe.workload.lengths import LengthDist, fixed
 from tokenprobe.workload.request import RequestSpec
@@ -43,6 +49,7 @@ class Workload:
     name: str = "custom"
     prefix_groups: int = 1
     dataset: DatasetLengths | None = None
+    conversation: Conversation = field(default_factory=Conversation)
 
     def __post_init__(self) -> None:
         if self.arrival.kind != "trace" and not is_count(self.num_requests, 1, MAX_REQUESTS):
@@ -59,6 +66,14 @@ class Workload:
         for dist in (self.input_len, self.output_len):
             if not isinstance(dist, LengthDist):
                 raise ConfigError("input_len/output_len", dist, "a LengthDist")
+        if not isinstance(self.conversation, Conversation):
+            raise ConfigError("conversation", self.conversation, "a Conversation")
+        if self.conversation.multi_turn and (
+            self.dataset is not None or self.arrival.kind == "trace"
+        ):
+            raise ConfigError(
+                "conversation.turns", self.conversation.turns, "not with a dataset or trace"
+            )
         if self.dataset is not None and self.arrival.kind == "trace":
             raise ConfigError(
                 "dataset", self.dataset.dataset.path, "not with a trace (it has lengths)"
@@ -79,6 +94,8 @@ class Workload:
         if self.arrival.kind == "trace":
             return list(self.arrival.trace)
         n = self.num_requests if num_requests is None else num_requests
+        if self.conversation.multi_turn:
+            return self._conversations(rng, n)
         times = arrival_times_s(self.arrival, rng, n).tolist()
         items: list[int]
         if self.dataset is None:
@@ -90,9 +107,7 @@ class Workload:
             ins = [self.shared_prefix_tokens + ds.input_tokens[i % k] for i in range(n)]
             outs = [ds.output_tokens[i % k] for i in range(n)]
             items = [ds.rows[i % k] for i in range(n)]
-        groups = (
-            rng.integers(0, self.prefix_groups, n).tolist() if self.prefix_groups > 1 else [0] * n
-        )
+        groups = draw_groups(rng, self.prefix_groups, n)
         prefix = self.shared_prefix_tokens
         return [
             RequestSpec(str(i), t, i_len, o_len, min(prefix, i_len), g, item)
@@ -100,6 +115,17 @@ class Workload:
                 zip(times, ins, outs, groups, items, strict=True)
             )
         ]
+
+    def _conversations(self, rng: np.random.Generator, n: int) -> list[RequestSpec]:
+        conv = self.conversation
+        n_conv = conversations_for(conv.turns, n)
+        starts = arrival_times_s(self.arrival, rng, n_conv).tolist()
+        messages = self.input_len.sample(rng, n).tolist()
+        outputs = self.output_len.sample(rng, n).tolist()
+        groups = draw_groups(rng, self.prefix_groups, n_conv)
+        return conversation_requests(
+            conv, starts, messages, outputs, groups, self.shared_prefix_tokens
+        )
 
 
 def build_workload(
@@ -173,6 +199,8 @@ def workload_dict(w: Workload) -> dict[str, Any]:
     }
     if w.prefix_groups != 1:
         doc["prefix_groups"] = w.prefix_groups
+    if w.conversation.multi_turn:
+        doc["conversation"] = {"turns": w.conversation.turns, "think_s": w.conversation.think_s}
     if w.dataset is not None:
         doc["dataset"] = w.dataset.to_dict()
         for key in ("input_tokens", "output_tokens"):
