@@ -180,3 +180,55 @@ def test_a_timed_open_loop_draws_the_workload_arrivals_until_the_duration():
     times = [s.arrival_s for s in longer.generate(np.random.default_rng(5))]
     assert not cycled and [s.arrival_s for s in specs] == [t for t in times if t < 2.0]
     assert 60 < len(specs) < 140  # 100 expected at 50/s over 2 s
+
+
+CONVERSATION = """
+num_requests = 4
+[arrival]
+kind = "poisson"
+rate_per_s = 20.0
+[conversation]
+turns = 2
+think_s = 0.2
+[input_tokens]
+kind = "uniform"
+low = 20
+high = 30
+[output_tokens]
+kind = "fixed"
+value = 3
+"""
+
+
+def test_a_follow_up_carries_the_history_and_the_reply_it_got(fake: FakeServer, tmp_path: Path):
+    wf = tmp_path / "w.toml"
+    wf.write_text(CONVERSATION)
+    url, bodies = _capturing(fake, "conversation")
+    out = tmp_path / "r"
+    _invoke(["bench", "--url", url, "--model", "m", "--workload", str(wf), "--out", str(out)])
+    prompts = [b["prompt"] for b in bodies if b["max_tokens"] == 3]
+    firsts = [p for p in prompts if "\n" not in p]
+    follow_ups = [p for p in prompts if "\n" in p]
+    assert len(firsts) == len(follow_ups) == 2
+    for follow in follow_ups:  # turn 0's prompt, the streamed reply (" w" x 3), a new message
+        head, message = follow.rsplit("\n", 1)
+        assert head in {p + " w w w" for p in firsts} and message not in firsts
+    records = {r.request_id: r for r in read_run(out).records}
+    for first, follow in (("0", "1"), ("2", "3")):
+        assert records[follow].scheduled_s >= (records[first].finish_s or 0) + 0.2
+
+
+def test_a_conversation_against_the_real_server_matches_the_workload_lengths(
+    llama: LlamaServer, tmp_path: Path
+):
+    wf = tmp_path / "w.toml"
+    wf.write_text(CONVERSATION)
+    out = tmp_path / "r"
+    _invoke(["bench", "--url", llama.url, "--workload", str(wf), "--seed", "1", "--out", str(out)])
+    specs = load_workload(wf).generate(np.random.default_rng(1))
+    records = sorted(read_run(out).records, key=lambda r: int(r.request_id))
+    for spec, rec in zip(specs, records, strict=True):
+        assert rec.ok and rec.output_tokens == 3
+        # first turns are fitted exactly; a follow-up re-tokenizes the streamed reply inside its
+        # history, which can merge or split a token or two at the boundaries
+        assert abs(rec.input_tokens - spec.input_tokens) <= (3 if spec.turn else 0)
