@@ -35,12 +35,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import SimpleNamespace, TracebackType
+from types import TracebackType
 from typing import Any, Literal
 
 import aiohttp
 
 from tokenprobe.loadgen.credentials import Credentials, api_root, credentials, with_path
+from tokenprobe.loadgen.failures import (
+    classify_exception,
+    error_text,
+    lost_on_pooled_connection,
+    on_reuse,
+)
 from tokenprobe.loadgen.sse import (
     MAX_LINE_BYTES,
     LineSplitter,
@@ -57,7 +63,6 @@ from tokenprobe.units import MiB, now_s
 Endpoint = Literal["completions", "chat"]
 ENDPOINTS: tuple[str, ...] = ("completions", "chat")
 READ_BUFSIZE_BYTES = 4 * MiB  # aiohttp's flow-control window; 64 KiB by default
-ERROR_BODY_BYTES = 600
 MAX_RETRIES = 1  # see the module docstring: only a send lost on a pooled connection found closed
 TOKENIZE_TIMEOUT_S = 30.0  # /tokenize calls are set-up and bookkeeping, not measured requests
 KEEPALIVE_S = 4.0  # below the 5 s idle timeout of cpp-httplib (llama.cpp) and uvicorn (vLLM)
@@ -168,7 +173,7 @@ class StreamClient:
 
     async def __aenter__(self) -> StreamClient:
         trace = aiohttp.TraceConfig()
-        trace.on_connection_reuseconn.append(_on_reuse)
+        trace.on_connection_reuseconn.append(on_reuse)
         trace.on_connection_create_end.append(self._on_create)
         connector = aiohttp.TCPConnector(
             limit=self._max_connections, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_S
@@ -254,7 +259,7 @@ class StreamClient:
             except RequestFailedError as exc:
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, exc.kind, exc.message)
             except Exception as exc:  # every failure is data, never a crashed run
-                if stream.retries < MAX_RETRIES and _lost_on_pooled_connection(exc, stream):
+                if stream.retries < MAX_RETRIES and lost_on_pooled_connection(exc, stream):
                     self.keep_alive = False
                     stream = StreamState(retries=stream.retries + 1)
                     streams.append(stream)
@@ -275,7 +280,7 @@ class StreamClient:
         ) as resp:
             st.got_response = True
             if resp.status != 200:
-                raise RequestFailedError(f"http_{resp.status}", await _error_text(resp))
+                raise RequestFailedError(f"http_{resp.status}", await error_text(resp))
             content_type = resp.headers.get("Content-Type", "?")
             splitter = LineSplitter(self.max_line_bytes)
             try:
@@ -403,54 +408,8 @@ class StreamClient:
                     doc = await resp.json(content_type=None)
                     break
             except Exception as exc:  # a failed count is a fallback, never a crash
-                if attempt == MAX_RETRIES or not _lost_on_pooled_connection(exc, st):
+                if attempt == MAX_RETRIES or not lost_on_pooled_connection(exc, st):
                     return None
                 self.keep_alive = False
         tokens = doc.get("tokens") if isinstance(doc, dict) else None
         return tokens if isinstance(tokens, list) else None
-
-
-async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
-    """aiohttp trace hook: the request went out on a pooled connection."""
-    state = ctx.trace_request_ctx
-    if isinstance(state, StreamState):
-        state.reused_connection = True
-
-
-def _lost_on_pooled_connection(exc: Exception, st: StreamState) -> bool:
-    """A pooled connection found closed before any response byte (the idle-close race)."""
-    if not st.reused_connection or st.got_response:
-        return False
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return False
-    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
-
-
-async def _error_text(resp: aiohttp.ClientResponse) -> str:
-    """ "HTTP <status>: <first bytes of the body>", whitespace collapsed (an HTML error page
-    reads as one line); a body that does not come is said so, not waited for past the timeout."""
-    try:
-        body = await resp.content.read(ERROR_BODY_BYTES)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return f"HTTP {resp.status} (body unreadable: {type(exc).__name__})"
-    text = " ".join(body.decode("utf-8", "replace").split())
-    return f"HTTP {resp.status}: {text}" if text else f"HTTP {resp.status} (empty body)"
-
-
-def classify_exception(exc: Exception, timeout_s: float) -> tuple[str, str]:
-    """Map a client-side exception to (error_kind, message)."""
-    if isinstance(exc, TimeoutError):  # aiohttp's timeouts subclass it
-        return "timeout", f"no complete response within timeout_s={timeout_s:g}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect", f"cannot connect: {exc}"
-    if isinstance(
-        exc,
-        aiohttp.ServerDisconnectedError
-        | aiohttp.ClientPayloadError
-        | aiohttp.ClientOSError
-        | ConnectionError,
-    ):
-        return "connection_closed", f"connection closed: {type(exc).__name__}: {exc}"
-    if isinstance(exc, aiohttp.ClientError):
-        return "client_error", f"{type(exc).__name__}: {exc}"
-    return "client_error", f"unexpected {type(exc).__name__}: {exc}"

@@ -151,7 +151,7 @@ def _run_config(
     return RunConfig(
         source="measured",
         deployment=deployment,
-        workload=workload_dict(plan.workload),
+        workload=_workload_doc(config, plan),
         slo_ttft_s=config.slo_ttft_s,
         slo_tpot_s=config.slo_tpot_s,
         seed=config.seed,
@@ -161,6 +161,15 @@ def _run_config(
         server_version=server_version,
         extra={k: v for k, v in settings.items() if k not in owned},
     ).to_dict()
+
+
+def _workload_doc(config: BenchConfig, plan: SendPlan) -> dict[str, Any]:
+    """The workload as `simulate` writes it; a timed run says its duration (its request count
+    is the pool drawn, not what was sent), so no reader replays it as a fixed count."""
+    doc = workload_dict(plan.workload)
+    if config.duration_s is not None:
+        doc["duration_s"] = config.duration_s
+    return doc
 
 
 async def preflight(client: StreamClient) -> RequestRecord:
