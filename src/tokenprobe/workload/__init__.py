@@ -36,6 +36,12 @@ Workload files (`load_workload`): TOML or JSON, unknown keys rejected, e.g.
     kind = "fixed"
     value = 256
 
+and optionally `prefix_groups = N` (the shared prefix is one of N texts, `spec`),
+`[conversation]` turns, think_s (multi-turn, `conversation`) and `[dataset]` file,
+output_tokens, max_input_tokens, max_output_tokens (the requests of a ShareGPT / OpenAI
+messages / prompt JSONL / CSV file instead of the length tables, `datasets`). docs/workloads/
+holds an example. The simulator and `bench --workload` both run `generate(default_rng(seed))`.
+
 Limits (a workload is refused where it is built, so simulate, plan, calibrate and bench all get
 them): at most `MAX_REQUESTS` (10^7) requests, token counts at most `MAX_LENGTH_TOKENS` (2^24,
 16.8M: no served model's context is near it; sampled lengths are clipped to it), rates in
