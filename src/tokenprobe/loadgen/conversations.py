@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable
 
 from tokenprobe.loadgen.client import StreamClient, WireRequest
+from tokenprobe.loadgen.pacing import sleep_until
 from tokenprobe.loadgen.sendplan import SendPlan
 from tokenprobe.records import RequestRecord
 from tokenprobe.units import now_s
@@ -57,3 +58,36 @@ async def run_conversation(
         emit(record)
         text += reply
         messages += (("assistant", reply),)
+
+
+async def run_conversations(
+    client: StreamClient, plan: SendPlan, emit: Emit, max_concurrency: int | None
+) -> None:
+    """Multi-turn: closed loop, `concurrency` users each running conversations one after the
+    other; open loop, each conversation started at its arrival (`loadgen.conversations`), at
+    most `max_concurrency` conversations at once (one holds its slot through its think times)."""
+    firsts = starts(plan)
+    t0 = client.t0_s
+    gate = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+
+    async def gated(first: int, scheduled_s: float) -> None:
+        if gate is None:
+            return await run_conversation(client, plan, first, scheduled_s, emit)
+        async with gate:
+            return await run_conversation(client, plan, first, scheduled_s, emit)
+
+    async with asyncio.TaskGroup() as group:
+        if plan.concurrency is None:
+            for first in firsts:
+                scheduled_s = plan.specs[first].arrival_s
+                await sleep_until(t0 + scheduled_s)
+                group.create_task(gated(first, scheduled_s))
+            return
+        queue = iter(firsts)
+
+        async def user() -> None:
+            for first in queue:
+                await run_conversation(client, plan, first, now_s() - t0, emit)
+
+        for _ in range(plan.concurrency):
+            group.create_task(user())

@@ -38,9 +38,10 @@ from typing import Any, TypeVar
 from tokenprobe.errors import ServerError
 from tokenprobe.loadgen.client import StreamClient, Target, WireRequest
 from tokenprobe.loadgen.config import BenchConfig
-from tokenprobe.loadgen.conversations import run_conversation, starts
+from tokenprobe.loadgen.conversations import run_conversations
 from tokenprobe.loadgen.credentials import mask_url
 from tokenprobe.loadgen.models import served_models, server_identity
+from tokenprobe.loadgen.pacing import sleep_until
 from tokenprobe.loadgen.sendplan import POOL_FOR_DURATION, SendPlan, plan_sends, recount
 from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import (
@@ -61,7 +62,6 @@ OnRecord = Callable[[RequestRecord], None]
 OnStart = Callable[[float, Run, RunWriter | None], None]
 PREFLIGHT_TIMEOUT_S = 30.0
 PREFLIGHT_PROMPT = "Hello"
-SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
 
 
 def run_bench(
@@ -270,7 +270,7 @@ async def _measure(
 
         try:
             if plan.multi_turn:
-                await _conversations(client, plan, emit)
+                await run_conversations(client, plan, emit, config.max_concurrency)
             elif plan.concurrency is not None:
                 await _closed_loop(
                     client,
@@ -358,42 +358,6 @@ async def _open_loop(
         for index, spec in enumerate(plan.specs):
             await sleep_until(t0 + spec.arrival_s)
             group.create_task(one(index, spec.arrival_s))
-
-
-async def _conversations(client: StreamClient, plan: SendPlan, emit: OnRecord) -> None:
-    """Multi-turn: closed loop, `concurrency` users each running conversations one after the
-    other; open loop, each conversation started at its arrival (`loadgen.conversations`)."""
-    firsts = starts(plan)
-    t0 = client.t0_s
-    async with asyncio.TaskGroup() as group:
-        if plan.concurrency is None:
-            for first in firsts:
-                scheduled_s = plan.specs[first].arrival_s
-                await sleep_until(t0 + scheduled_s)
-                group.create_task(run_conversation(client, plan, first, scheduled_s, emit))
-            return
-        queue = iter(firsts)
-
-        async def user() -> None:
-            for first in queue:
-                await run_conversation(client, plan, first, now_s() - t0, emit)
-
-        for _ in range(plan.concurrency):
-            group.create_task(user())
-
-
-async def sleep_until(t_abs_s: float) -> None:
-    """Return at `t_abs_s` on the one clock, within tens of µs when the loop is idle.
-
-    asyncio's timers wake through epoll, whose timeout is in whole milliseconds rounded up
-    (up to 1 ms late, 0.5 ms on average); so the last SPIN_S are spent yielding to the loop
-    (`sleep(0)`), which keeps serving every stream meanwhile, until the time has come.
-    """
-    delay_s = t_abs_s - now_s()
-    if delay_s > SPIN_S:
-        await asyncio.sleep(delay_s - SPIN_S)
-    while now_s() < t_abs_s:
-        await asyncio.sleep(0)
 
 
 def count_dataset(
