@@ -239,7 +239,8 @@ async def _recount(
     assert lengths is not None
     if not config.verify_input_tokens:
         return workload, lengths.counted_by
-    needed = workload.size if config.duration_s is None else len(lengths.dataset.rows)
+    # a timed run cycles through at most MAX_POOL rows: no need to count a whole ShareGPT dump
+    needed = workload.size if config.duration_s is None else MAX_POOL
     recounted = await recount(lengths, client, needed)
     if recounted is None:
         return workload, ESTIMATE
