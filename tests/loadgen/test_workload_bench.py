@@ -232,3 +232,17 @@ def test_a_conversation_against_the_real_server_matches_the_workload_lengths(
         # first turns are fitted exactly; a follow-up re-tokenizes the streamed reply inside its
         # history, which can merge or split a token or two at the boundaries
         assert abs(rec.input_tokens - spec.input_tokens) <= (3 if spec.turn else 0)
+
+
+def test_a_trace_workload_replays_its_timestamps_and_lengths(fake: FakeServer, tmp_path: Path):
+    (tmp_path / "t.csv").write_text(
+        "arrival_s,input_tokens,output_tokens\n0.0,12,2\n0.15,20,3\n0.05,16,4\n"
+    )
+    wf = tmp_path / "w.toml"
+    wf.write_text('[arrival]\nkind = "trace"\ntrace_file = "t.csv"\n')
+    url, bodies = _capturing(fake, "trace")
+    out = tmp_path / "r"
+    _invoke(["bench", "--url", url, "--model", "m", "--workload", str(wf), "--out", str(out)])
+    records = sorted(read_run(out).records, key=lambda r: r.scheduled_s)
+    assert [r.scheduled_s for r in records] == [0.0, 0.05, 0.15]  # sorted by arrival
+    assert sorted(b["max_tokens"] for b in bodies if b["max_tokens"] > 1) == [2, 3, 4]
