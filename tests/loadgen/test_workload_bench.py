@@ -246,3 +246,21 @@ def test_a_trace_workload_replays_its_timestamps_and_lengths(fake: FakeServer, t
     records = sorted(read_run(out).records, key=lambda r: r.scheduled_s)
     assert [r.scheduled_s for r in records] == [0.0, 0.05, 0.15]  # sorted by arrival
     assert sorted(b["max_tokens"] for b in bodies if b["max_tokens"] > 1) == [2, 3, 4]
+
+
+def test_past_the_pool_a_dataset_request_sends_its_own_row(
+    fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import tokenprobe.loadgen.sendplan
+
+    monkeypatch.setattr(tokenprobe.loadgen.sendplan, "MAX_POOL", 2)
+    data = tmp_path / "d.jsonl"
+    rows = {"alpha": 2, "beta": 3, "gamma": 4}
+    data.write_text(
+        "".join(json.dumps({"prompt": p, "output_tokens": n}) + "\n" for p, n in rows.items())
+    )
+    url, bodies = _capturing(fake, "dataset_rows")
+    args = ["bench", "--url", url, "--model", "m", "--dataset", str(data), "--concurrency", "1"]
+    _invoke([*args, "--num-requests", "7", "--out", str(tmp_path / "r")])
+    sent = [(b["prompt"], b["max_tokens"]) for b in bodies if b["max_tokens"] > 1]
+    assert len(sent) == 7 and set(sent) == set(rows.items())

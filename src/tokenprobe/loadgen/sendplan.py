@@ -65,6 +65,7 @@ class SendPlan:
     counted_by: str | None  # a dataset's length counter
     salt: str
     pool: int
+    prefixes: dict[int, str]  # prefix group -> its text
 
     @property
     def prompt_pool(self) -> int:
@@ -80,13 +81,20 @@ class SendPlan:
         return None if self.cycle else len(self.specs)
 
     def prompt(self, index: int) -> PromptItem:
+        """Request `index`'s prompt: its dataset row (after its group's prefix), its fitted
+        synthetic prompt, or past the pool a fitted one reshuffled (module docstring)."""
+        if self.workload.dataset is not None:
+            spec = self.specs[index % len(self.specs)]
+            row = self.workload.dataset.dataset.rows[spec.item]
+            prefix = self.prefixes.get(spec.prefix_group, "")
+            return PromptItem(row.prompt, prefix=prefix, messages=row.messages)
         item = self.fitted.get(index)
         if item is not None:
             return item
         base = self.fitted[index % self.pool]
         cycle = index // self.pool
-        if not self.salt or base.messages or self.workload.dataset is not None:
-            return base  # a dataset's prompt, or a replay: sent as it is
+        if not self.salt:
+            return base  # a replay: sent as it is
         return replace(base, prompt=reshuffled(base.prompt, f"{self.salt}:{cycle}"))
 
     def wire(self, index: int) -> WireRequest:
@@ -119,7 +127,17 @@ async def plan_sends(
     warm = await _warmup(config, workload, specs, config.seed, salt, tokenize)
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     return SendPlan(
-        workload, specs, fitted, warm, concurrency, cycle, verified, counted_by, salt, pool
+        workload,
+        specs,
+        fitted,
+        warm,
+        concurrency,
+        cycle,
+        verified,
+        counted_by,
+        salt,
+        pool,
+        prefixes,
     )
 
 
@@ -169,16 +187,7 @@ async def _prompts(
     tokenize: Tokenizer,
 ) -> tuple[dict[int, PromptItem], bool]:
     if workload.dataset is not None:
-        rows = workload.dataset.dataset.rows
-        items = {
-            i: PromptItem(
-                rows[s.item].prompt,
-                prefix=prefixes.get(s.prefix_group, ""),
-                messages=rows[s.item].messages,
-            )
-            for i, s in enumerate(specs[:pool])
-        }
-        return items, False
+        return {}, False  # a dataset's prompts are its rows (SendPlan.prompt)
 
     def shape(i: int) -> tuple[int, int]:
         return _fit_tokens(specs, i), specs[i].prefix_group
