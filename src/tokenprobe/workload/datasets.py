@@ -42,8 +42,8 @@ from tokenprobe.files import parse_json, read_text
 from tokenprobe.units import GiB
 from tokenprobe.workload.checks import MAX_LENGTH_TOKENS, MAX_REQUESTS, is_count
 
-CHARS_PER_TOKEN = 4.0  # help.openai.com/en/articles/4936856 (module docstring)
-ESTIMATE = f"estimate: {CHARS_PER_TOKEN:g} characters per token"
+CHARS_PER_TOKEN = 4  # help.openai.com/en/articles/4936856 (module docstring); cost.network too
+ESTIMATE = f"estimate: {CHARS_PER_TOKEN} characters per token"
 DEFAULT_OUTPUT_TOKENS = 256  # as bench, estimate, simulate and plan assume
 MAX_DATASET_BYTES = 1 * GiB  # json parses a file into several times its size in memory
 DATASET_FORMATS = ("sharegpt", "openai-messages", "prompt-jsonl", "csv")
