@@ -190,7 +190,8 @@ def _check_workload_file(cfg: BenchConfig) -> None:
     flags += ("input_tokens", "output_tokens", "dataset", "max_input_tokens", "max_output_tokens")
     given = [name for name in flags if getattr(cfg, name) is not None]
     if given:
-        raise ConfigError(given[0], getattr(cfg, given[0]), "not with a workload file (it says)")
+        why = "not with --workload: the workload file sets the load and lengths"
+        raise ConfigError(given[0], getattr(cfg, given[0]), why)
     if not Path(cfg.workload_file or "").is_file():
         raise ConfigError("workload", cfg.workload_file, "no such file")
 
