@@ -177,3 +177,23 @@ def test_simulate_refuses_a_bad_dataset_in_one_line_exit_2(
     flat = "".join(result.output.split())
     assert flat.startswith("error:") and "".join(where.split()) in flat
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 3
+
+
+def test_a_sharegpt_conversation_replays_its_own_later_turns() -> None:
+    from tokenprobe.workload import Conversation
+
+    raw = json.loads(SAMPLE.read_text())[2]["conversations"]  # four turns: human, gpt, human, gpt
+    ds = read_dataset(SAMPLE)
+    assert ds.rows[2].followups == ((raw[2]["value"], raw[3]["value"]),)
+    lengths = estimated_lengths(ds, DatasetOptions(max_output_tokens=6))
+    wl = Workload(
+        Arrival("offline"), num_requests=4, dataset=lengths, conversation=Conversation(3, 0.2)
+    )
+    specs = wl.generate(np.random.default_rng(0))
+    # rows 0 and 1 have one exchange (one-turn conversations); row 2 has two, so its
+    # conversation has two turns although three are allowed; the fourth request opens row 3
+    assert [(s.item, s.turn) for s in specs] == [(0, 0), (1, 0), (2, 0), (2, 1)]
+    first, follow = specs[2], specs[3]
+    # "And what happened next?" is 23 characters: ceil(23 / 4) = 6 tokens after the history
+    assert follow.input_tokens == first.input_tokens + first.output_tokens + 6
+    assert follow.output_tokens == 6 and follow.think_s == 0.2

@@ -264,3 +264,22 @@ def test_past_the_pool_a_dataset_request_sends_its_own_row(
     _invoke([*args, "--num-requests", "7", "--out", str(tmp_path / "r")])
     sent = [(b["prompt"], b["max_tokens"]) for b in bodies if b["max_tokens"] > 1]
     assert len(sent) == 7 and set(sent) == set(rows.items())
+
+
+def test_a_sharegpt_follow_up_sends_the_rows_next_message_after_the_history(
+    fake: FakeServer, tmp_path: Path
+):
+    (tmp_path / "sample.json").write_text(SAMPLE.read_text())
+    wf = tmp_path / "w.toml"
+    wf.write_text(
+        'num_requests = 4\n[arrival]\nkind = "offline"\n[conversation]\nturns = 2\n'
+        '[dataset]\nfile = "sample.json"\nmax_output_tokens = 3\n'
+    )
+    url, bodies = _capturing(fake, "dataset_conversation")
+    _invoke(
+        ["bench", "--url", url, "--model", "m", "--workload", str(wf), "--out", str(tmp_path / "r")]
+    )
+    row = json.loads(SAMPLE.read_text())[2]["conversations"]
+    prompts = [b["prompt"] for b in bodies if b["max_tokens"] > 1]
+    # the fake server streams " w" per token: turn 0's prompt, its 3-token reply, the next message
+    assert row[0]["value"] + " w w w\n" + row[2]["value"] in prompts

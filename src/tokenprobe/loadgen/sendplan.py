@@ -40,6 +40,7 @@ from tokenprobe.workload import (
     Dataset,
     DatasetLengths,
     DatasetOptions,
+    DatasetRow,
     RequestSpec,
     Workload,
     dataset_lengths,
@@ -86,6 +87,8 @@ class SendPlan:
         if self.workload.dataset is not None:
             spec = self.specs[index % len(self.specs)]
             row = self.workload.dataset.dataset.rows[spec.item]
+            if spec.turn:  # a conversation's later message (loadgen.conversations adds history)
+                return PromptItem(row.followups[spec.turn - 1][0])
             prefix = self.prefixes.get(spec.prefix_group, "")
             return PromptItem(row.prompt, prefix=prefix, messages=row.messages)
         item = self.fitted.get(index)
@@ -250,22 +253,23 @@ async def _recount(
         return workload, lengths.counted_by
     # a timed run cycles through at most MAX_POOL rows: no need to count a whole ShareGPT dump
     needed = workload.size if config.duration_s is None else MAX_POOL
-    recounted = await recount(lengths, client, needed)
+    recounted = await recount(lengths, client, needed, workload.conversation.multi_turn)
     if recounted is None:
         return workload, ESTIMATE
     return workload.with_dataset(recounted), SERVER_COUNT
 
 
 async def recount(
-    lengths: DatasetLengths, client: StreamClient, needed: int
+    lengths: DatasetLengths, client: StreamClient, needed: int, followups: bool = False
 ) -> DatasetLengths | None:
     """`lengths` recounted by the server's tokenizer over the rows a run of `needed` requests
     takes (in file order, until that many fit `max_input_tokens`); None when the server has no
     /tokenize. Prompts are counted with their special tokens (as `usage.prompt_tokens` counts
-    them), replies without."""
+    them), replies and (with `followups`) a conversation's later messages without."""
     ds, options = lengths.dataset, lengths.options or DatasetOptions()
     ins: list[int] = []
     replies: list[int | None] = []
+    later: list[list[tuple[int, int | None]]] = []
     kept = 0
     for start in range(0, len(ds.rows), COUNT_BATCH):
         batch = ds.rows[start : start + COUNT_BATCH]
@@ -276,12 +280,22 @@ async def recount(
             return None
         ins += [c for c in counts if c is not None]
         replies += await asyncio.gather(*(_count_reply(client, r.reply) for r in batch))
+        if followups:
+            later += await asyncio.gather(*(_count_followups(client, r) for r in batch))
         limit = options.max_input_tokens
         kept += sum(1 for c in counts if c is not None and (limit is None or c <= limit))
         if kept >= needed:
             break
     counted = Dataset(ds.path, ds.format, ds.rows[: len(ins)], ds.skipped)
-    return dataset_lengths(counted, options, ins, replies, SERVER_COUNT)
+    return dataset_lengths(counted, options, ins, replies, SERVER_COUNT, later)
+
+
+async def _count_followups(client: StreamClient, row: DatasetRow) -> list[tuple[int, int | None]]:
+    counts = []
+    for message, reply in row.followups:
+        counted = await client.count_tokens(message)
+        counts.append((1 if counted is None else counted, await client.count_tokens(reply)))
+    return counts
 
 
 async def _count_reply(client: StreamClient, reply: str | None) -> int | None:

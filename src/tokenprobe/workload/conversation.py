@@ -10,9 +10,12 @@ drawn from the workload's input distribution and reply lengths from its output d
 per turn; the shared prefix (a system prompt) opens the first message and so every turn.
 
 `num_requests` counts requests (turns), so a workload file round-trips: ceil(num_requests /
-turns) conversations, the last one shorter when they do not divide. A follow-up turn's
-`arrival_s` in the generated list is its conversation's start (a lower bound); the simulator
-and the load generator send it when its previous turn has finished (`RequestSpec.turn` > 0).
+turns) conversations, the last one shorter when they do not divide. With a dataset, a
+conversation replays a row's own turns (ShareGPT: its later human/gpt exchanges, at most
+`turns`; a row with fewer makes a shorter one), conversations following until num_requests.
+A follow-up turn's `arrival_s` in the generated list is its conversation's start (a lower
+bound); the simulator and the load generator send it when its previous turn has finished
+(`RequestSpec.turn` > 0).
 
 The simulator prices each follow-up's prefill over its whole history: it does not model the
 server finding the previous turn's KV in its prefix cache (vLLM may, while the blocks survive),
@@ -28,6 +31,7 @@ import numpy as np
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.workload.checks import MAX_LENGTH_TOKENS, is_count, nonnegative
+from tokenprobe.workload.datasets import DatasetLengths
 from tokenprobe.workload.request import RequestSpec
 
 MAX_TURNS = 1000
@@ -75,6 +79,41 @@ def conversation_requests(
                 RequestSpec(str(i), start, tokens, outputs[i], prefix, groups[c], -1, t, think)
             )
             history = tokens + outputs[i]
+    return specs
+
+
+def dataset_conversation_requests(
+    conversation: Conversation,
+    starts_s: list[float],
+    lengths: DatasetLengths,
+    groups: list[int],
+    prefix_tokens: int,
+    n: int,
+) -> list[RequestSpec]:
+    """n requests of dataset conversations: conversation c replays kept row c mod rows (file
+    order), its first exchange and up to `turns` - 1 later ones (ShareGPT's own turns: a row
+    with fewer makes a shorter conversation); the shared prefix opens the first message."""
+    specs: list[RequestSpec] = []
+    k = len(lengths.rows)
+    for c, start in enumerate(starts_s):
+        j = c % k
+        later = lengths.followups[j] if lengths.followups else ()
+        turns = [(lengths.input_tokens[j] + prefix_tokens, lengths.output_tokens[j])]
+        turns += list(later[: conversation.turns - 1])
+        history = 0
+        for t, (message, output) in enumerate(turns):
+            if len(specs) == n:
+                return specs
+            tokens = min(history + message, MAX_LENGTH_TOKENS)
+            think = conversation.think_s if t else 0.0
+            i = len(specs)
+            specs.append(
+                RequestSpec(
+                    str(i), start, tokens, output, min(prefix_tokens, tokens), groups[c],
+                    lengths.rows[j], t, think,
+                )
+            )  # fmt: skip
+            history = tokens + output
     return specs
 
 

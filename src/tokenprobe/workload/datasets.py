@@ -66,6 +66,7 @@ class DatasetRow:
     messages: tuple[Message, ...]
     reply: str | None = None
     output_tokens: int | None = None
+    followups: tuple[tuple[str, str], ...] = ()  # a ShareGPT conversation's later (user, reply)
 
     @property
     def prompt(self) -> str:
@@ -93,6 +94,8 @@ class DatasetLengths:
     counted_by: str
     skipped_long: int = 0
     options: DatasetOptions | None = None
+    # per kept row: its later turns' (message tokens, output tokens), for multi-turn workloads
+    followups: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         n = len(self.rows)
@@ -258,7 +261,18 @@ def _sharegpt(item: Mapping[str, Any], where: str) -> DatasetRow | None:
         return None
     if messages[first_user + 1][0] != "assistant" or not messages[first_user][1]:
         return None
-    return DatasetRow(tuple(messages[: first_user + 1]), reply=messages[first_user + 1][1])
+    later = messages[first_user + 2 :]
+    pairs = zip(later[::2], later[1::2], strict=False)
+    followups = []
+    for (role, text), (next_role, reply) in pairs:  # until the turns stop alternating
+        if role != "user" or next_role != "assistant" or not text:
+            break
+        followups.append((text, reply))
+    return DatasetRow(
+        tuple(messages[: first_user + 1]),
+        reply=messages[first_user + 1][1],
+        followups=tuple(followups),
+    )
 
 
 def _openai(item: Mapping[str, Any], where: str) -> DatasetRow:
@@ -323,18 +337,24 @@ class DatasetOptions:
                 raise ConfigError(name, value, f"an integer in [1, {MAX_LENGTH_TOKENS}]")
 
 
+FollowupCounts = Sequence[Sequence[tuple[int, int | None]]]
+
+
 def dataset_lengths(
     dataset: Dataset,
     options: DatasetOptions,
     input_counts: Sequence[int],
     reply_counts: Sequence[int | None],
     counted_by: str,
+    followup_counts: FollowupCounts = (),
 ) -> DatasetLengths:
     """The dataset's requests as token counts, from the counts of each row's prompt and reply
-    (None: no reply), taken and clipped as the module docstring says."""
+    (None: no reply), taken and clipped as the module docstring says; `followup_counts` (per
+    row, its later turns' message and reply counts) when a multi-turn workload needs them."""
     rows: list[int] = []
     ins: list[int] = []
     outs: list[int] = []
+    later: list[tuple[tuple[int, int], ...]] = []
     for i, (row, n_in, n_reply) in enumerate(
         zip(dataset.rows, input_counts, reply_counts, strict=True)
     ):
@@ -344,8 +364,10 @@ def dataset_lengths(
         if options.max_output_tokens is not None:
             out = min(out, options.max_output_tokens)
         rows.append(i)
-        ins.append(min(max(n_in, 1), MAX_LENGTH_TOKENS))
-        outs.append(min(max(out, 1), MAX_LENGTH_TOKENS))
+        ins.append(_clip(n_in))
+        outs.append(_clip(out))
+        if followup_counts:
+            later.append(tuple((_clip(m), _clip(_out(options, r))) for m, r in followup_counts[i]))
     if not rows:
         raise ConfigError(
             "max_input_tokens",
@@ -354,15 +376,27 @@ def dataset_lengths(
         )
     skipped = len(dataset.rows) - len(rows)
     return DatasetLengths(
-        dataset, tuple(rows), tuple(ins), tuple(outs), counted_by, skipped, options
+        dataset, tuple(rows), tuple(ins), tuple(outs), counted_by, skipped, options, tuple(later)
     )
+
+
+def _clip(tokens: int) -> int:
+    return min(max(tokens, 1), MAX_LENGTH_TOKENS)
+
+
+def _out(options: DatasetOptions, reply: int | None) -> int:
+    out = options.output_tokens or reply or DEFAULT_OUTPUT_TOKENS
+    return out if options.max_output_tokens is None else min(out, options.max_output_tokens)
 
 
 def estimated_lengths(dataset: Dataset, options: DatasetOptions) -> DatasetLengths:
     """`dataset_lengths` with the characters-per-token estimate (the simulator's counter)."""
     ins = [estimate_tokens(row.prompt) for row in dataset.rows]
     replies = [None if row.reply is None else estimate_tokens(row.reply) for row in dataset.rows]
-    return dataset_lengths(dataset, options, ins, replies, ESTIMATE)
+    later = [
+        [(estimate_tokens(m), estimate_tokens(r)) for m, r in row.followups] for row in dataset.rows
+    ]
+    return dataset_lengths(dataset, options, ins, replies, ESTIMATE, later)
 
 
 def load_dataset_lengths(path: str | Path, options: DatasetOptions | None = None) -> DatasetLengths:

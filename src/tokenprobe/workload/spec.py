@@ -28,6 +28,7 @@ from tokenprobe.workload.conversation import (
     Conversation,
     conversation_requests,
     conversations_for,
+    dataset_conversation_requests,
     draw_groups,
 )
 from tokenprobe.workload.datasets import DatasetLengths
@@ -68,12 +69,9 @@ class Workload:
                 raise ConfigError("input_len/output_len", dist, "a LengthDist")
         if not isinstance(self.conversation, Conversation):
             raise ConfigError("conversation", self.conversation, "a Conversation")
-        if self.conversation.multi_turn and (
-            self.dataset is not None or self.arrival.kind == "trace"
-        ):
-            raise ConfigError(
-                "conversation.turns", self.conversation.turns, "not with a dataset or trace"
-            )
+        turns = self.conversation.turns
+        if turns > 1 and self.arrival.kind == "trace":
+            raise ConfigError("conversation.turns", turns, "not with a trace (it has the turns)")
         if self.dataset is not None and self.arrival.kind == "trace":
             raise ConfigError(
                 "dataset", self.dataset.dataset.path, "not with a trace (it has lengths)"
@@ -118,6 +116,11 @@ class Workload:
 
     def _conversations(self, rng: np.random.Generator, n: int) -> list[RequestSpec]:
         conv = self.conversation
+        if self.dataset is not None:  # as many conversations as it takes, at most n
+            starts = arrival_times_s(self.arrival, rng, n).tolist()
+            groups = draw_groups(rng, self.prefix_groups, n)
+            prefix = self.shared_prefix_tokens
+            return dataset_conversation_requests(conv, starts, self.dataset, groups, prefix, n)
         n_conv = conversations_for(conv.turns, n)
         starts = arrival_times_s(self.arrival, rng, n_conv).tolist()
         messages = self.input_len.sample(rng, n).tolist()
