@@ -7,6 +7,7 @@ One reader for `simulate --dataset` and `bench --dataset` (and a workload file's
   first human turn (after any system turns), the reply the turn after it, as vLLM's ShareGPT
   sampler takes conversations[0] and [1] (vllm-project/vllm: vllm/benchmarks/datasets.py,
   ShareGPTDataset); conversations without a human turn followed by a reply are skipped and counted.
+  The later human/gpt exchanges are kept (`followups`): a multi-turn workload replays them.
 - OpenAI chat: JSONL (or a JSON list) of `{"messages": [{"role": ..., "content": ...}, ...]}`;
   a last `assistant` message is the reply, the messages before it the prompt.
 - ours: JSONL of `{"prompt": str, "output_tokens": int (optional)}`.
