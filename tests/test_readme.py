@@ -69,6 +69,8 @@ SUBSTITUTIONS: dict[str, Callable[[Context], str]] = {
     # a log of seed 003's nvidia-smi command, as recorded beside a run in another terminal
     "gpu.csv": lambda ctx: str(REPO / "tests/data/telemetry/nvidia_smi_units_header.csv"),
     "benchmarks/data/": lambda ctx: str(REPO / "benchmarks/data") + "/",
+    "docs/workloads/": lambda ctx: str(REPO / "docs/workloads") + "/",
+    "tests/data/datasets/": lambda ctx: str(REPO / "tests/data/datasets") + "/",
     "benchmarks/validate.py": lambda ctx: str(REPO / "benchmarks/validate.py"),
     "benchmarks/sim_validate.py": lambda ctx: str(REPO / "benchmarks/sim_validate.py"),
     "../shared/validation/": lambda ctx: str(VALIDATION_DIR) + "/",

@@ -1,32 +1,15 @@
-"""Arrival schedules, synthetic prompts fitted to a tokenizer, datasets and config validation."""
+"""Synthetic prompts fitted to a tokenizer, shared prefixes, and config validation (arrivals and
+datasets: tests/test_workload.py, tests/test_datasets.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.loadgen import BenchConfig, load_dataset
-from tokenprobe.loadgen.arrivals import arrival_times_s
+from tokenprobe.errors import ConfigError
+from tokenprobe.loadgen import BenchConfig
 from tokenprobe.loadgen.prompts import fit_prompt, synthetic_prompts, synthetic_text
-
-
-@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
-def test_gamma_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_k(burstiness: float):
-    times = arrival_times_s(50.0, burstiness, np.random.default_rng(3), count=40_001)
-    gaps = np.diff(times)
-    assert times[0] == 0.0 and np.all(gaps >= 0)
-    assert gaps.mean() == pytest.approx(1 / 50.0, rel=0.03)
-    assert gaps.std() / gaps.mean() == pytest.approx(burstiness**-0.5, rel=0.05)
-
-
-def test_arrivals_until_a_duration_and_replay_by_seed():
-    a = arrival_times_s(100.0, 1.0, np.random.default_rng(1), until_s=5.0)
-    b = arrival_times_s(100.0, 1.0, np.random.default_rng(1), until_s=5.0)
-    assert np.array_equal(a, b) and a[-1] < 5.0 and 400 < a.size < 600
 
 
 def _word_tokenizer(extra: int):
@@ -63,21 +46,6 @@ def test_too_short_input_is_a_config_error():
         asyncio.run(fit_prompt(12345, 1, 0, _word_tokenizer(0)))
 
 
-def test_dataset_reads_prompts_and_rejects_bad_lines(tmp_path: Path):
-    good = tmp_path / "good.jsonl"
-    good.write_text('{"prompt": "a"}\n\n{"prompt": "b", "output_tokens": 7}\n')
-    assert [(i.prompt, i.output_tokens) for i in load_dataset(good)] == [("a", None), ("b", 7)]
-    for text, needle in [
-        ('{"prompt": ""}\n', "non-empty"),
-        ('{"prompt": "a", "output_tokens": 0}\n', "output_tokens"),
-        ("[1]\n", "JSON object"),
-    ]:
-        bad = tmp_path / "bad.jsonl"
-        bad.write_text(text)
-        with pytest.raises(SchemaError, match=needle):
-            load_dataset(bad)
-
-
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -92,6 +60,18 @@ def test_dataset_reads_prompts_and_rejects_bad_lines(tmp_path: Path):
         ({"timeout_s": 0.0}, "timeout_s"),
         ({"burstiness": 0.0}, "burstiness"),
         ({"url": "localhost:8000"}, "url"),
+        ({"max_input_tokens": 5}, "max_input_tokens"),  # only with a dataset
+        ({"max_output_tokens": 5}, "max_output_tokens"),
+        ({"workload_file": "/nonexistent.toml", "input_tokens": None}, "concurrency"),
+        (
+            {
+                "workload_file": "/nonexistent.toml",
+                "concurrency": None,
+                "num_requests": None,
+                "input_tokens": None,
+            },
+            "workload",
+        ),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(changes: dict[str, object], field: str):

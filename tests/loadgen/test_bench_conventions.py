@@ -280,11 +280,11 @@ def test_bad_request_options_are_refused_by_name(change: dict[str, Any], field: 
 def test_past_the_pool_prompts_are_reshuffled_not_repeated(
     llama: LlamaServer, fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """A run longer than its prompt pool (runner.MAX_POOL, made 2 here) sends new prompts of the
+    """A run longer than its prompt pool (sendplan.MAX_POOL, made 2 here) sends new prompts of the
     same words and length: the real server counts each as --input-tokens and caches none."""
-    import tokenprobe.loadgen.runner
+    import tokenprobe.loadgen.sendplan
 
-    monkeypatch.setattr(tokenprobe.loadgen.runner, "MAX_POOL", 2)
+    monkeypatch.setattr(tokenprobe.loadgen.sendplan, "MAX_POOL", 2)
     bodies: list[dict[str, Any]] = []
 
     async def keep(request: web.Request, n: int) -> web.StreamResponse:

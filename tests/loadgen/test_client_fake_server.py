@@ -14,7 +14,7 @@ import pytest
 
 from loadgen.fake_server import FakeServer
 from tokenprobe.errors import ServerError
-from tokenprobe.loadgen import BenchConfig, RequestSpec, StreamClient, Target, run_bench
+from tokenprobe.loadgen import BenchConfig, StreamClient, Target, WireRequest, run_bench
 from tokenprobe.records import RequestRecord
 from tokenprobe.units import now_s
 
@@ -29,7 +29,7 @@ def _send(url: str, max_tokens: int = 4) -> RequestRecord:
     async def go() -> RequestRecord:
         target = Target(base_url=url, model="m", timeout_s=5.0)
         async with StreamClient(target, now_s()) as client:
-            return await client.send(RequestSpec("r", "hello", max_tokens), 0.0)
+            return await client.send(WireRequest("r", "hello", max_tokens), 0.0)
 
     return asyncio.run(go())
 

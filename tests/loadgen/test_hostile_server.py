@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from loadgen.fake_server import FakeServer, good_stream, raw_stream
-from tokenprobe.loadgen import BenchConfig, RequestSpec, StreamClient, Target, run_bench
+from tokenprobe.loadgen import BenchConfig, StreamClient, Target, WireRequest, run_bench
 from tokenprobe.records import RequestRecord, read_run
 from tokenprobe.units import MiB, now_s
 
@@ -30,7 +30,7 @@ def _send(url: str, max_tokens: int = 4, timeout_s: float = 5.0, **client: int) 
     async def go() -> RequestRecord:
         target = Target(base_url=url, model="m", timeout_s=timeout_s)
         async with StreamClient(target, now_s(), **client) as c:
-            return await c.send(RequestSpec("r", "hello", max_tokens), 0.0)
+            return await c.send(WireRequest("r", "hello", max_tokens), 0.0)
 
     return asyncio.run(go())
 
@@ -208,7 +208,7 @@ def test_a_re_send_after_a_pooled_connection_dropped_is_recorded(fake: FakeServe
 
     async def go() -> list[RequestRecord]:
         async with StreamClient(Target(base_url=url, model="m", timeout_s=5.0), now_s()) as c:
-            records = [await c.send(RequestSpec(str(i), "hi", 3), 0.0) for i in range(3)]
+            records = [await c.send(WireRequest(str(i), "hi", 3), 0.0) for i in range(3)]
             assert c.keep_alive is False
             return records
 

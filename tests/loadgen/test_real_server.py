@@ -21,8 +21,8 @@ import tokenprobe.cli.report  # noqa: F401
 from loadgen.conftest import LlamaServer
 from tokenprobe.cli.app import app
 from tokenprobe.loadgen import BenchConfig, run_bench, run_bench_async
-from tokenprobe.loadgen.arrivals import arrival_times_s
 from tokenprobe.records import RequestRecord, read_run
+from tokenprobe.workload import build_workload
 
 # TTFT = client + HTTP + tokenize + slot launch + prompt_ms; measured: 1-5 ms above prompt_ms on
 # this box. The margin is "a few ms plus network" with room for a loaded 2-core CI machine.
@@ -110,9 +110,11 @@ def test_ttft_and_decode_time_agree_with_server_timings(llama: LlamaServer):
 def test_rate_mode_sends_on_the_seeded_poisson_schedule(llama: LlamaServer):
     config = _config(llama, rate_per_s=6.0, num_requests=6, output_tokens=4, seed=7)
     run = run_bench(config)
-    expected = arrival_times_s(6.0, 1.0, np.random.default_rng([7, 1]), count=6)
+    # the schedule `simulate --rate 6 --seed 7` runs: the same Workload, drawn with the same seed
+    workload = build_workload(input_tokens=16, output_tokens=4, rate_per_s=6.0, num_requests=6)
+    expected = [r.arrival_s for r in workload.generate(np.random.default_rng(7))]
     by_id = sorted(run.records, key=lambda r: int(r.request_id))
-    assert [r.scheduled_s for r in by_id] == expected.tolist()
+    assert [r.scheduled_s for r in by_id] == expected
     assert all(r.ok and r.output_tokens == 4 for r in by_id)
     lags = [r.sent_s - r.scheduled_s for r in by_id]
     # open loop: sent on time, not after earlier answers (each takes 0.2 s or more)

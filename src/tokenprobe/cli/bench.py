@@ -14,23 +14,22 @@ message gives the counts by failure kind.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.live import Live
-from rich.table import Table
 
 from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.dataset_workload import DATASET_HELP, MAX_INPUT_HELP, MAX_OUTPUT_HELP
+from tokenprobe.cli.progress import Progress
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.files import finite
-from tokenprobe.records import RUN_MARKERS, RequestRecord, Run, prepare_run_folder, write_run
+from tokenprobe.records import RUN_MARKERS, Run, prepare_run_folder, write_run
 
 if TYPE_CHECKING:
     from tokenprobe.bench import TelemetryConfig
@@ -38,11 +37,10 @@ if TYPE_CHECKING:
 
 # The load generator (aiohttp) and the telemetry stack are imported inside the commands: at
 # module level they cost ~0.5 s of start-up to every other `tokenprobe` command.
-from tokenprobe.units import MILLI, now_s
+from tokenprobe.units import MILLI
 
 SWEEP_FIELDS = {"concurrency": "concurrency", "rate": "rate_per_s"}
 EXIT_INTERRUPTED = 130
-PROGRESS_WINDOW = 10_000  # the live TTFT/ITL percentiles are over the last this many values
 DEFAULT_MAX_ERROR_RATE = 0.5
 
 
@@ -68,73 +66,15 @@ def parse_sweep(text: str) -> tuple[str, list[float]]:
     return field, numbers
 
 
-class Progress:
-    """The live display (on a TTY, not with --json): requests done of the total, errors, req/s,
-    output tok/s, TTFT and ITL p50/p99 over the last PROGRESS_WINDOW values, elapsed and ETA
-    (from the request count, or the time left of --duration-s). Called from the event loop."""
-
-    def __init__(self, total: int | None, duration_s: float | None = None) -> None:
-        self.total = total
-        self.duration_s = duration_s
-        self.done = 0
-        self.errors = 0
-        self.output_tokens = 0
-        self.ttft_s: deque[float] = deque(maxlen=PROGRESS_WINDOW)
-        self.itl_s: deque[float] = deque(maxlen=PROGRESS_WINDOW)
-        self.start_s = now_s()
-
-    def __call__(self, record: RequestRecord) -> None:
-        self.done += 1
-        if not record.ok:
-            self.errors += 1
-            return
-        self.output_tokens += record.output_tokens
-        if record.ttft_s is not None:
-            self.ttft_s.append(record.ttft_s)
-        self.itl_s.extend(record.itl_s)
-
-    def eta_s(self, elapsed_s: float) -> float | None:
-        """Seconds left: the duration's rest, or the remaining requests at the rate so far."""
-        if self.duration_s is not None:
-            return max(self.duration_s - elapsed_s, 0.0)
-        if self.total is None or not self.done:
-            return None
-        return elapsed_s / self.done * max(self.total - self.done, 0)
-
-    def cells(self) -> list[str]:
-        elapsed = max(now_s() - self.start_s, 1e-9)
-        total = "?" if self.total is None else str(self.total)
-        eta = self.eta_s(elapsed)
-        return [
-            f"requests {self.done}/{total}",
-            f"errors {self.errors}",
-            f"{(self.done - self.errors) / elapsed:.2f} req/s",
-            f"{self.output_tokens / elapsed:.1f} output tok/s",
-            f"TTFT p50/p99 {_p50_p99_ms(self.ttft_s)} ms",
-            f"ITL p50/p99 {_p50_p99_ms(self.itl_s)} ms",
-            f"{elapsed:.1f} s",
-            f"ETA {'?' if eta is None else f'{eta:.0f} s'}",
-        ]
-
-    def __rich__(self) -> Table:
-        table = Table.grid(padding=(0, 2))
-        table.add_row(*self.cells())
-        return table
-
-
-def _p50_p99_ms(values: deque[float]) -> str:
-    if not values:
-        return "-/-"
-    p50, p99 = np.percentile(np.fromiter(values, dtype=np.float64), (50, 99))
-    return f"{p50 / MILLI:.1f}/{p99 / MILLI:.1f}"
-
-
 def _run_one(
     config: BenchConfig, show_progress: bool, telemetry: TelemetryConfig | None = None
 ) -> Run:
     from tokenprobe.bench import run_measured
 
-    progress = Progress(config.num_requests, config.duration_s)
+    total = config.num_requests
+    if total is None and config.workload_file is not None:
+        total = config.workload().size
+    progress = Progress(total, config.duration_s)
     if not show_progress:
         return run_measured(config, telemetry)
     with Live(progress, console=err_console, refresh_per_second=4, transient=True):
@@ -167,8 +107,18 @@ def bench_cmd(
     num_requests: Annotated[int | None, typer.Option(help="Stop after N requests")] = None,
     duration_s: Annotated[float | None, typer.Option(help="Stop sending after T s")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Synthetic prompt length")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="max_tokens (default 256)")] = None,
-    dataset: Annotated[str | None, typer.Option(help="JSONL: prompt, output_tokens")] = None,
+    output_tokens: Annotated[
+        int | None, typer.Option(help="max_tokens (default 256; with --dataset: every request's)")
+    ] = None,
+    dataset: Annotated[str | None, typer.Option(help=DATASET_HELP)] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(help=MAX_INPUT_HELP)] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(help=MAX_OUTPUT_HELP)] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            help="Workload TOML/JSON file, as simulate --workload (replaces the load flags)"
+        ),
+    ] = None,
     endpoint: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     warmup: Annotated[int, typer.Option(help="Warm-up requests, not recorded")] = 0,
     timeout_s: Annotated[float, typer.Option(help="Per-request timeout (s)")] = 600.0,
@@ -254,6 +204,9 @@ def bench_cmd(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             dataset=dataset,
+            workload_file=workload,
+            max_input_tokens=max_input_tokens,
+            max_output_tokens=max_output_tokens,
             endpoint=endpoint,  # type: ignore[arg-type]  # validated by BenchConfig
             warmup=warmup,
             timeout_s=timeout_s,

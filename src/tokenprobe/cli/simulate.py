@@ -11,6 +11,13 @@ from rich.text import Text
 
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.app import console as stdout_console
+from tokenprobe.cli.dataset_workload import (
+    DATASET_HELP,
+    MAX_INPUT_HELP,
+    MAX_OUTPUT_HELP,
+    TOKENIZER_URL_HELP,
+    dataset_workload,
+)
 from tokenprobe.cli.estimate import (
     KV_DTYPE_HELP,
     PROFILE_HELP,
@@ -116,6 +123,10 @@ def simulate_cmd(
         str | None, typer.Option(help=f"Named scenario: {', '.join(SCENARIOS)}")
     ] = None,
     workload: Annotated[Path | None, typer.Option(help="Workload TOML/JSON file")] = None,
+    dataset: Annotated[Path | None, typer.Option(help=DATASET_HELP)] = None,
+    max_input_tokens: Annotated[int | None, typer.Option(help=MAX_INPUT_HELP)] = None,
+    max_output_tokens: Annotated[int | None, typer.Option(help=MAX_OUTPUT_HELP)] = None,
+    tokenizer_url: Annotated[str | None, typer.Option(help=TOKENIZER_URL_HELP)] = None,
     scheduler: Annotated[str, typer.Option(help="continuous | static")] = "continuous",
     engine: Annotated[
         str | None,
@@ -243,7 +254,15 @@ def simulate_cmd(
             raise ConfigError(
                 "workload", str(workload), "a workload file replaces the length/arrival flags"
             )
+        if workload is not None and dataset is not None:
+            raise ConfigError("dataset", str(dataset), "a workload file names its own [dataset]")
         wl = load_workload(workload) if workload is not None else None
+        wl = dataset_workload(
+            dataset, input_tokens=input_tokens, output_tokens=output_tokens,
+            max_input_tokens=max_input_tokens, max_output_tokens=max_output_tokens,
+            tokenizer_url=tokenizer_url, rate_per_s=rate, burstiness=burstiness,
+            concurrency=concurrency, offline=offline, num_requests=num_requests,
+        ) or wl  # fmt: skip
         wl = wl or build_workload(
             input_tokens=input_tokens,
             output_tokens=output_tokens,

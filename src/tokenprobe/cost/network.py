@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import json
 
-CHARS_PER_TOKEN = 4
+from tokenprobe.workload import CHARS_PER_TOKEN  # the one characters-per-token figure
+
 HTTP_REQUEST_HEADERS_BYTES = 250  # POST line, Host, Content-Type, Content-Length, Authorization
 HTTP_RESPONSE_HEADERS_BYTES = 200  # status, content-type: text/event-stream, date, chunked
 PACKET_OVERHEAD_BYTES = 40 + 14 + 12

@@ -10,13 +10,14 @@ Python API (the CLI `tokenprobe bench` is a thin layer over it):
 
 from __future__ import annotations
 
-from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
+from tokenprobe.loadgen.client import StreamClient, Target, WireRequest
 from tokenprobe.loadgen.config import BenchConfig
 from tokenprobe.loadgen.credentials import mask_url, metrics_urls, url_secrets
 from tokenprobe.loadgen.importers import import_runs
-from tokenprobe.loadgen.prompts import PromptItem, load_dataset
+from tokenprobe.loadgen.prompts import PromptItem
 from tokenprobe.loadgen.runner import (
     OnRecord,
+    count_dataset,
     run_bench,
     run_bench_async,
     sweep_configs,
@@ -28,13 +29,13 @@ __all__ = [
     "BenchConfig",
     "OnRecord",
     "PromptItem",
-    "RequestSpec",
     "StreamClient",
     "Target",
+    "WireRequest",
     "bench_summary",
     "client_figures",
+    "count_dataset",
     "import_runs",
-    "load_dataset",
     "mask_url",
     "metrics_urls",
     "run_bench",

@@ -35,12 +35,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import SimpleNamespace, TracebackType
+from types import TracebackType
 from typing import Any, Literal
 
 import aiohttp
 
 from tokenprobe.loadgen.credentials import Credentials, api_root, credentials, with_path
+from tokenprobe.loadgen.failures import (
+    classify_exception,
+    error_text,
+    lost_on_pooled_connection,
+    on_reuse,
+)
 from tokenprobe.loadgen.sse import (
     MAX_LINE_BYTES,
     LineSplitter,
@@ -57,7 +63,6 @@ from tokenprobe.units import MiB, now_s
 Endpoint = Literal["completions", "chat"]
 ENDPOINTS: tuple[str, ...] = ("completions", "chat")
 READ_BUFSIZE_BYTES = 4 * MiB  # aiohttp's flow-control window; 64 KiB by default
-ERROR_BODY_BYTES = 600
 MAX_RETRIES = 1  # see the module docstring: only a send lost on a pooled connection found closed
 TOKENIZE_TIMEOUT_S = 30.0  # /tokenize calls are set-up and bookkeeping, not measured requests
 KEEPALIVE_S = 4.0  # below the 5 s idle timeout of cpp-httplib (llama.cpp) and uvicorn (vLLM)
@@ -102,16 +107,19 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request: its prompt, how many tokens to ask for, and its input length if known."""
+class WireRequest:
+    """One request as sent: its prompt, how many tokens to ask for, its input length if known,
+    and a dataset's chat messages (sent instead of the prompt on the chat endpoint). Its shape
+    (arrival, lengths, prefix group) is a `tokenprobe.workload.RequestSpec`."""
 
     request_id: str
     prompt: str
     max_output_tokens: int
     input_tokens: int | None = None
+    messages: tuple[tuple[str, str], ...] = ()
 
 
-def request_body(target: Target, spec: RequestSpec) -> dict[str, Any]:
+def request_body(target: Target, spec: WireRequest) -> dict[str, Any]:
     """The JSON body of a streaming request with usage asked for."""
     body: dict[str, Any] = {
         "model": target.model,
@@ -120,7 +128,8 @@ def request_body(target: Target, spec: RequestSpec) -> dict[str, Any]:
         "stream_options": {"include_usage": True},
     }
     if target.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        turns = spec.messages or (("user", spec.prompt),)
+        body["messages"] = [{"role": role, "content": content} for role, content in turns]
     else:
         body["prompt"] = spec.prompt
     if target.ignore_eos:
@@ -164,7 +173,7 @@ class StreamClient:
 
     async def __aenter__(self) -> StreamClient:
         trace = aiohttp.TraceConfig()
-        trace.on_connection_reuseconn.append(_on_reuse)
+        trace.on_connection_reuseconn.append(on_reuse)
         trace.on_connection_create_end.append(self._on_create)
         connector = aiohttp.TCPConnector(
             limit=self._max_connections, ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_S
@@ -212,7 +221,7 @@ class StreamClient:
         return str(redact(text, self.secrets))
 
     async def send(
-        self, spec: RequestSpec, scheduled_s: float, timeout_s: float | None = None
+        self, spec: WireRequest, scheduled_s: float, timeout_s: float | None = None
     ) -> RequestRecord:
         """Send one request now; `scheduled_s` (run-relative) is when it should have been sent.
 
@@ -220,10 +229,28 @@ class StreamClient:
         A re-send happens only as the module docstring says; `sent_s` is then the time of the
         send that counted and `extra["retries"]` is 1.
         """
+        return await self._send(spec, scheduled_s, timeout_s, [])
+
+    async def send_keeping_text(
+        self, spec: WireRequest, scheduled_s: float
+    ) -> tuple[RequestRecord, str]:
+        """`send`, and the text the server streamed (a conversation's next turn carries it)."""
+        streams: list[StreamState] = []
+        record = await self._send(spec, scheduled_s, None, streams)
+        return record, "".join(streams[-1].text_parts)
+
+    async def _send(
+        self,
+        spec: WireRequest,
+        scheduled_s: float,
+        timeout_s: float | None,
+        streams: list[StreamState],
+    ) -> RequestRecord:
         payload = json.dumps(request_body(self.target, spec)).encode()
         limit_s = self.target.timeout_s if timeout_s is None else timeout_s
         timeout = self._timeout if timeout_s is None else aiohttp.ClientTimeout(total=limit_s)
         stream = StreamState()
+        streams.append(stream)
         while True:
             sent_abs_s = now_s()
             session = self.session if not stream.retries else self.fresh_session
@@ -232,9 +259,10 @@ class StreamClient:
             except RequestFailedError as exc:
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, exc.kind, exc.message)
             except Exception as exc:  # every failure is data, never a crashed run
-                if stream.retries < MAX_RETRIES and _lost_on_pooled_connection(exc, stream):
+                if stream.retries < MAX_RETRIES and lost_on_pooled_connection(exc, stream):
                     self.keep_alive = False
                     stream = StreamState(retries=stream.retries + 1)
+                    streams.append(stream)
                     continue
                 kind, message = classify_exception(exc, limit_s)
                 return self._failed(spec, scheduled_s, sent_abs_s, stream, kind, message)
@@ -252,7 +280,7 @@ class StreamClient:
         ) as resp:
             st.got_response = True
             if resp.status != 200:
-                raise RequestFailedError(f"http_{resp.status}", await _error_text(resp))
+                raise RequestFailedError(f"http_{resp.status}", await error_text(resp))
             content_type = resp.headers.get("Content-Type", "?")
             splitter = LineSplitter(self.max_line_bytes)
             try:
@@ -278,7 +306,7 @@ class StreamClient:
                 )
 
     def _base(
-        self, spec: RequestSpec, scheduled_s: float, sent_abs_s: float, st: StreamState
+        self, spec: WireRequest, scheduled_s: float, sent_abs_s: float, st: StreamState
     ) -> dict[str, Any]:
         t0 = self.t0_s
         times = [t - t0 for t in st.chunk_times_s]
@@ -293,7 +321,7 @@ class StreamClient:
 
     def _failed(
         self,
-        spec: RequestSpec,
+        spec: WireRequest,
         scheduled_s: float,
         sent_abs_s: float,
         st: StreamState,
@@ -312,7 +340,7 @@ class StreamClient:
         )
 
     async def _succeeded(
-        self, spec: RequestSpec, scheduled_s: float, sent_abs_s: float, st: StreamState
+        self, spec: WireRequest, scheduled_s: float, sent_abs_s: float, st: StreamState
     ) -> RequestRecord:
         end_abs_s = st.end_s if st.end_s is not None else now_s()
         input_tokens, output_tokens, source = await self._counts(spec, st)
@@ -324,7 +352,7 @@ class StreamClient:
             token_count_source=source,
         )
 
-    async def _counts(self, spec: RequestSpec, st: StreamState) -> tuple[int, int, str]:
+    async def _counts(self, spec: WireRequest, st: StreamState) -> tuple[int, int, str]:
         """(input_tokens, output_tokens, source): usage, else /tokenize, else chunks."""
         usage = st.usage or {}
         completion = token_count(usage.get("completion_tokens"))
@@ -380,54 +408,8 @@ class StreamClient:
                     doc = await resp.json(content_type=None)
                     break
             except Exception as exc:  # a failed count is a fallback, never a crash
-                if attempt == MAX_RETRIES or not _lost_on_pooled_connection(exc, st):
+                if attempt == MAX_RETRIES or not lost_on_pooled_connection(exc, st):
                     return None
                 self.keep_alive = False
         tokens = doc.get("tokens") if isinstance(doc, dict) else None
         return tokens if isinstance(tokens, list) else None
-
-
-async def _on_reuse(_session: object, ctx: SimpleNamespace, _params: object) -> None:
-    """aiohttp trace hook: the request went out on a pooled connection."""
-    state = ctx.trace_request_ctx
-    if isinstance(state, StreamState):
-        state.reused_connection = True
-
-
-def _lost_on_pooled_connection(exc: Exception, st: StreamState) -> bool:
-    """A pooled connection found closed before any response byte (the idle-close race)."""
-    if not st.reused_connection or st.got_response:
-        return False
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return False
-    return isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
-
-
-async def _error_text(resp: aiohttp.ClientResponse) -> str:
-    """ "HTTP <status>: <first bytes of the body>", whitespace collapsed (an HTML error page
-    reads as one line); a body that does not come is said so, not waited for past the timeout."""
-    try:
-        body = await resp.content.read(ERROR_BODY_BYTES)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return f"HTTP {resp.status} (body unreadable: {type(exc).__name__})"
-    text = " ".join(body.decode("utf-8", "replace").split())
-    return f"HTTP {resp.status}: {text}" if text else f"HTTP {resp.status} (empty body)"
-
-
-def classify_exception(exc: Exception, timeout_s: float) -> tuple[str, str]:
-    """Map a client-side exception to (error_kind, message)."""
-    if isinstance(exc, TimeoutError):  # aiohttp's timeouts subclass it
-        return "timeout", f"no complete response within timeout_s={timeout_s:g}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect", f"cannot connect: {exc}"
-    if isinstance(
-        exc,
-        aiohttp.ServerDisconnectedError
-        | aiohttp.ClientPayloadError
-        | aiohttp.ClientOSError
-        | ConnectionError,
-    ):
-        return "connection_closed", f"connection closed: {type(exc).__name__}: {exc}"
-    if isinstance(exc, aiohttp.ClientError):
-        return "client_error", f"{type(exc).__name__}: {exc}"
-    return "client_error", f"unexpected {type(exc).__name__}: {exc}"

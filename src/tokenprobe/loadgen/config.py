@@ -4,7 +4,13 @@ Exactly one load mode: `concurrency` (closed loop: C requests in flight, the nex
 ends) or `rate_per_s` (open loop: arrivals with gamma-distributed gaps of mean 1/rate; shape
 `burstiness` = 1 is Poisson, < 1 burstier, > 1 more regular; vLLM's `--burstiness`). Exactly one
 stop rule: `num_requests` or `duration_s`. Prompts: synthetic ones of exactly `input_tokens`
-tokens, or a JSONL `dataset`. The API key is `api_key` (held in memory, never written) or read at
+tokens, or a `dataset` (ShareGPT, OpenAI messages, prompt JSONL or CSV: `tokenprobe.workload`).
+These flags build a `Workload` (`workload()`, with `workload.build_workload`, the function
+`simulate`'s flags go through); `workload_file` instead runs a workload file (TOML/JSON, as
+`simulate --workload`: arrivals, lengths, shared prefixes, a dataset) and replaces them all.
+With a dataset, `output_tokens` is every request's length (vLLM's `--sharegpt-output-len`),
+`max_output_tokens` clips the dataset's reply lengths and `max_input_tokens` skips longer
+prompts. The API key is `api_key` (held in memory, never written) or read at
 run time from the environment variable named by `api_key_env` (only that name is written); a
 key in the URL's userinfo or query works too (`loadgen.credentials`), and `to_dict` writes the
 URL with it masked. `seed` None draws a fresh one per run (recorded in the run's config); give
@@ -38,7 +44,15 @@ from tokenprobe.hardware import get_gpu
 from tokenprobe.loadgen.client import ENDPOINTS, Endpoint
 from tokenprobe.loadgen.credentials import credentials, parse_url
 from tokenprobe.model import get_model
-from tokenprobe.workload import MAX_LENGTH_TOKENS, MAX_REQUESTS
+from tokenprobe.workload import (
+    MAX_LENGTH_TOKENS,
+    MAX_REQUESTS,
+    DatasetOptions,
+    Workload,
+    build_workload,
+    load_dataset_lengths,
+    load_workload,
+)
 
 # one asyncio task and one socket per request in flight: far above any server's batch (vLLM
 # caps at 1024 sequences by default), below what the open-file limit and memory allow
@@ -62,6 +76,9 @@ class BenchConfig:
     input_tokens: int | None = None
     output_tokens: int | None = None
     dataset: str | None = None
+    workload_file: str | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
     endpoint: Endpoint = "completions"
     warmup: int = 0
     timeout_s: float = 600.0
@@ -87,9 +104,12 @@ class BenchConfig:
         parse_url(self.url)
         if not isinstance(self.model, str):
             raise ConfigError("model", self.model, "the served model name ('' = ask the server)")
-        _check_mode(self)
-        _check_stop(self)
-        _check_prompts(self)
+        if self.workload_file is not None:
+            _check_workload_file(self)
+        else:
+            _check_mode(self)
+            _check_stop(self)
+            _check_prompts(self)
         if self.endpoint not in ENDPOINTS:
             raise ConfigError("endpoint", self.endpoint, f"one of {', '.join(ENDPOINTS)}")
         _positive_int("warmup", self.warmup, allow_zero=True)
@@ -109,6 +129,26 @@ class BenchConfig:
         if self.catalog_model is not None:
             get_model(self.catalog_model)
 
+    def workload(self, pool_requests: int = 1) -> Workload:
+        """The Workload this run sends: the workload file's, or the flags' (`pool_requests`
+        stands in for the request count of a run stopped by `duration_s`). A dataset's lengths
+        are estimated here; the runner recounts them with the server's tokenizer."""
+        if self.workload_file is not None:
+            return load_workload(self.workload_file)
+        options = DatasetOptions(self.output_tokens, self.max_input_tokens, self.max_output_tokens)
+        dataset = None if self.dataset is None else load_dataset_lengths(self.dataset, options)
+        return build_workload(
+            input_tokens=self.input_tokens,
+            output_tokens=(self.output_tokens or DEFAULT_OUTPUT_TOKENS)
+            if dataset is None
+            else None,
+            rate_per_s=self.rate_per_s,
+            burstiness=self.burstiness,
+            concurrency=self.concurrency,
+            num_requests=self.num_requests or pool_requests,
+            dataset=dataset,
+        )
+
     def request_fields(self) -> dict[str, Any]:
         """What every request body gets besides the prompt: the sampling flags that were given,
         then `extra_body` (merged last)."""
@@ -119,10 +159,6 @@ class BenchConfig:
             "seed": self.sampling_seed,
         }
         return {**{k: v for k, v in sampling.items() if v is not None}, **self.extra_body}
-
-    @property
-    def max_output_tokens(self) -> int:
-        return self.output_tokens if self.output_tokens is not None else DEFAULT_OUTPUT_TOKENS
 
     def api_key(self) -> str | None:
         """The API key, given or from the environment (never stored in the config or on disk)."""
@@ -146,6 +182,18 @@ class BenchConfig:
         del doc["api_key_value"]
         doc["url"] = credentials(self.url, None).shown_url
         return doc
+
+
+def _check_workload_file(cfg: BenchConfig) -> None:
+    """A workload file gives the arrivals, the lengths and the request count: no flag may too."""
+    flags: tuple[str, ...] = ("concurrency", "rate_per_s", "num_requests", "duration_s")
+    flags += ("input_tokens", "output_tokens", "dataset", "max_input_tokens", "max_output_tokens")
+    given = [name for name in flags if getattr(cfg, name) is not None]
+    if given:
+        why = "not with --workload: the workload file sets the load and lengths"
+        raise ConfigError(given[0], getattr(cfg, given[0]), why)
+    if not Path(cfg.workload_file or "").is_file():
+        raise ConfigError("workload", cfg.workload_file, "no such file")
 
 
 def _check_mode(cfg: BenchConfig) -> None:
@@ -183,8 +231,14 @@ def _check_prompts(cfg: BenchConfig) -> None:
         raise ConfigError("input_tokens", None, "give input_tokens (synthetic prompts) or dataset")
     if cfg.input_tokens is not None:
         _positive_int("input_tokens", cfg.input_tokens, hi=MAX_LENGTH_TOKENS)
-    if cfg.output_tokens is not None:
-        _positive_int("output_tokens", cfg.output_tokens, hi=MAX_LENGTH_TOKENS)
+    for name in ("output_tokens", "max_input_tokens", "max_output_tokens"):
+        if getattr(cfg, name) is not None:
+            _positive_int(name, getattr(cfg, name), hi=MAX_LENGTH_TOKENS)
+    for name in ("max_input_tokens", "max_output_tokens"):
+        if cfg.dataset is None and getattr(cfg, name) is not None:
+            raise ConfigError(
+                name, getattr(cfg, name), "only with a dataset (it clips its lengths)"
+            )
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise ConfigError("dataset", cfg.dataset, "no such file")
 

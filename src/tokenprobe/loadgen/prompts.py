@@ -1,4 +1,4 @@
-"""What to send: synthetic prompts of an exact token count, or a JSONL dataset.
+"""What to send: synthetic prompts of an exact token count (datasets: `tokenprobe.workload`).
 
 Synthetic prompt i is `"{i}:"` followed by common English words drawn with a generator seeded by
 (seed, salt, i): the leading index makes the prompts of one run differ from their first tokens,
@@ -13,21 +13,20 @@ count corrected until the server counts exactly `input_tokens` (with its special
 Without one, one token per word is assumed and the run's config says `input_tokens_verified:
 false`.
 
-Dataset: JSONL, one object a line: {"prompt": str, "output_tokens": int (optional)}.
+Shared prefixes: a prefix group's text (`prefix_text`: "{group}>" and seeded words, fitted to
+the group's prefix tokens the same way) goes before the prompt's "{index}:" head; the prompt is
+then fitted to the request's whole length, so requests of a group share exactly that text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from tokenprobe.errors import ConfigError, SchemaError, ServerError
+from tokenprobe.errors import ConfigError, ServerError
 
-DATASET_KEYS: tuple[str, ...] = ("prompt", "output_tokens")
 FIT_ROUNDS = 6
 TOKENIZE_PARALLEL = 8
 
@@ -60,11 +59,18 @@ Tokenizer = Callable[[str], Awaitable[int | None]]
 
 @dataclass(frozen=True, slots=True)
 class PromptItem:
-    """One prompt and, when known, how many tokens to ask for and how many it has."""
+    """One prompt: its text after any shared `prefix`, its token count when the server counted
+    it (prefix included), and a dataset's chat messages (sent as they are on the chat endpoint;
+    the prefix then opens the first one)."""
 
     prompt: str
-    output_tokens: int | None = None
     input_tokens: int | None = None
+    prefix: str = ""
+    messages: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def text(self) -> str:
+        return self.prefix + self.prompt
 
 
 def _words(index: int, count: int, seed: int, salt: str = "") -> list[str]:
@@ -78,6 +84,29 @@ def synthetic_text(index: int, n_words: int, seed: int, salt: str = "") -> str:
     return f"{index}:" + "".join(" " + w for w in _words(index, n_words, seed, salt))
 
 
+async def fit_words(
+    make: Callable[[int], str], target: int, tokenize: Tokenizer, guess: int
+) -> tuple[str, int] | None:
+    """The text `make(n_words)` the server counts as exactly `target` tokens, and that count:
+    starts at `guess` words and corrects by the server's miscount, up to FIT_ROUNDS times (1-2
+    rounds: each word is about one token); None when no word count gives it. Raises
+    _NoTokenizerError when the server cannot count."""
+    n_words = max(guess, 0)
+    tried: set[int] = set()
+    for _ in range(FIT_ROUNDS):
+        text = make(n_words)
+        counted = await tokenize(text)
+        if counted is None:
+            raise _NoTokenizerError
+        if counted == target:
+            return text, counted
+        tried.add(n_words)
+        n_words = max(n_words + target - counted, 0)
+        if n_words in tried:
+            break
+    return None
+
+
 async def fit_prompt(
     index: int,
     input_tokens: int,
@@ -85,32 +114,48 @@ async def fit_prompt(
     tokenize: Tokenizer,
     guess: int | None = None,
     salt: str = "",
+    prefix: str = "",
 ) -> PromptItem:
-    """A synthetic prompt the server counts as exactly `input_tokens` tokens.
+    """A synthetic prompt (after `prefix`) the server counts as exactly `input_tokens` tokens.
 
-    Starts from `guess` words (default: one token per word) and corrects the word count by the
-    server's miscount, up to FIT_ROUNDS times (1-2 rounds: each word is about one token).
-    Raises ConfigError when no word count gives the exact length (input_tokens below the prefix).
-    """
-    n_words = max(input_tokens - 2, 0) if guess is None else guess
-    tried: set[int] = set()
-    for _ in range(FIT_ROUNDS):
-        text = synthetic_text(index, n_words, seed, salt)
-        counted = await tokenize(text)
-        if counted is None:
-            raise _NoTokenizerError
-        if counted == input_tokens:
-            return PromptItem(prompt=text, input_tokens=counted)
-        tried.add(n_words)
-        n_words = max(n_words + input_tokens - counted, 0)
-        if n_words in tried:
-            break
-    raise ConfigError(
-        "input_tokens",
-        input_tokens,
-        f"the server's tokenizer gives no synthetic prompt of exactly that length "
-        f"(prompt {index} has a {len(str(index)) + 1}-character prefix); try a larger value",
+    Raises ConfigError when no word count gives the exact length (input_tokens below the
+    prefix and the "{index}:" head)."""
+    start = max(input_tokens - 2 - len(prefix.split()), 0) if guess is None else guess
+    fitted = await fit_words(
+        lambda n: prefix + synthetic_text(index, n, seed, salt), input_tokens, tokenize, start
     )
+    if fitted is None:
+        raise ConfigError(
+            "input_tokens",
+            input_tokens,
+            f"the server's tokenizer gives no synthetic prompt of exactly that length "
+            f"(prompt {index} has a {len(str(index)) + 1}-character head"
+            f"{' after its shared prefix' if prefix else ''}); try a larger value",
+        )
+    text, counted = fitted
+    return PromptItem(prompt=text[len(prefix) :], input_tokens=counted, prefix=prefix)
+
+
+async def prefix_text(
+    group: int, prefix_tokens: int, seed: int, salt: str, tokenize: Tokenizer | None
+) -> str:
+    """Prefix group `group`'s text: "{group}>" and seeded words, `prefix_tokens` tokens as the
+    server counts them (special tokens included), ending in a newline; one word per token is
+    assumed when the server cannot count (`tokenize` None or no /tokenize)."""
+
+    def make(n: int) -> str:
+        rng = random.Random(f"{seed}:{salt}:prefix{group}")
+        return f"{group}>" + "".join(" " + w for w in rng.choices(WORDS, k=n)) + "\n"
+
+    guess = max(prefix_tokens - 3, 0)
+    if tokenize is not None:
+        try:
+            fitted = await fit_words(make, prefix_tokens, tokenize, guess)
+        except _NoTokenizerError:
+            fitted = None
+        if fitted is not None:
+            return fitted[0]
+    return make(guess)
 
 
 class _NoTokenizerError(Exception):
@@ -126,33 +171,50 @@ async def synthetic_prompts(
     salt: str = "",
 ) -> tuple[list[PromptItem], bool]:
     """`count` prompts of `input_tokens` tokens; the bool says whether the server verified them."""
-    indices = range(first_index, first_index + count)
-    try:
-        first = await fit_prompt(indices[0], input_tokens, seed, tokenize, salt=salt)
-    except _NoTokenizerError:
-        guess = [
-            PromptItem(synthetic_text(i, max(input_tokens - 2, 0), seed, salt), input_tokens=None)
-            for i in indices
-        ]
-        return guess, False
-    gate = asyncio.Semaphore(TOKENIZE_PARALLEL)
-    # prompts whose index has as many digits need about as many words: one tokenize call each
-    words_by_digits = {len(str(indices[0])): _word_count(first.prompt)}
+    shapes = [(i, input_tokens, "") for i in range(first_index, first_index + count)]
+    return await fit_prompts(shapes, seed, tokenize, salt)
 
-    async def fit(i: int) -> PromptItem:
+
+PromptShape = tuple[int, int, str]  # (index, input_tokens, shared prefix text)
+
+
+async def fit_prompts(
+    shapes: list[PromptShape], seed: int, tokenize: Tokenizer, salt: str = ""
+) -> tuple[list[PromptItem], bool]:
+    """A prompt per shape; the bool says whether the server verified them (without a tokenizer
+    one token per word is assumed and no prompt has an input_tokens)."""
+    index, target, prefix = shapes[0]
+    try:
+        first = await fit_prompt(index, target, seed, tokenize, salt=salt, prefix=prefix)
+    except _NoTokenizerError:
+        return [_unfitted(shape, seed, salt) for shape in shapes], False
+    gate = asyncio.Semaphore(TOKENIZE_PARALLEL)
+    # prompts whose index has as many digits need about as many words (less the prefix's and
+    # plus the length's difference): one tokenize call each
+    seen = {len(str(index)): (_word_count(first.prompt), target - len(prefix.split()))}
+
+    async def fit(shape: PromptShape) -> PromptItem:
+        i, n_tokens, head = shape
+        words, tokens = seen.get(len(str(i)), (None, 0))
+        guess = None if words is None else max(words + n_tokens - len(head.split()) - tokens, 0)
         async with gate:
             try:
-                guess = words_by_digits.get(len(str(i)))
-                item = await fit_prompt(i, input_tokens, seed, tokenize, guess, salt)
-                words_by_digits.setdefault(len(str(i)), _word_count(item.prompt))
-                return item
+                item = await fit_prompt(i, n_tokens, seed, tokenize, guess, salt, head)
             except _NoTokenizerError:
                 raise ServerError(
                     f"the server's /tokenize stopped answering (prompt {i})"
                 ) from None
+        seen.setdefault(len(str(i)), (_word_count(item.prompt), n_tokens - len(head.split())))
+        return item
 
-    rest = await asyncio.gather(*(fit(i) for i in indices[1:]))
+    rest = await asyncio.gather(*(fit(shape) for shape in shapes[1:]))
     return [first, *rest], True
+
+
+def _unfitted(shape: PromptShape, seed: int, salt: str) -> PromptItem:
+    index, n_tokens, prefix = shape
+    n_words = max(n_tokens - 2 - len(prefix.split()), 0)
+    return PromptItem(synthetic_text(index, n_words, seed, salt), prefix=prefix)
 
 
 def reshuffled(prompt: str, salt: str) -> str:
@@ -170,42 +232,3 @@ def reshuffled(prompt: str, salt: str) -> str:
 
 def _word_count(prompt: str) -> int:
     return len(prompt.split()) - 1  # minus the "{index}:" prefix
-
-
-def load_dataset(path: str | Path) -> list[PromptItem]:
-    """Read a JSONL dataset; one clear SchemaError/ConfigError for any bad line or an empty file."""
-    source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("dataset", str(path), f"cannot be read: {exc}") from None
-    items = [
-        _dataset_item(line, f"{path}:{number}")
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip()
-    ]
-    if not items:
-        raise ConfigError("dataset", str(path), "has no requests (the file is empty)")
-    return items
-
-
-def _dataset_item(line: str, where: str) -> PromptItem:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise SchemaError(where, f"not valid JSON ({exc.msg}); expected {_SHAPE}") from None
-    if not isinstance(obj, dict):
-        raise SchemaError(where, f"expected a JSON object {_SHAPE}")
-    unknown = sorted(set(obj) - set(DATASET_KEYS))
-    if unknown:
-        raise SchemaError(where, f"unknown keys {unknown}; allowed: {list(DATASET_KEYS)}")
-    prompt = obj.get("prompt")
-    if not isinstance(prompt, str) or not prompt:
-        raise SchemaError(where, "'prompt' must be a non-empty string")
-    out = obj.get("output_tokens")
-    if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out < 1):
-        raise SchemaError(where, f"'output_tokens'={out!r} must be an integer >= 1")
-    return PromptItem(prompt=prompt, output_tokens=out)
-
-
-_SHAPE = '{"prompt": "...", "output_tokens": 128}'

@@ -3,12 +3,14 @@
 Order of a run (`run_bench_async`):
 1. preflight: one tiny streaming request; a server that is unreachable, answers 404/401 or does
    not stream OpenAI chunks raises ServerError with one clear sentence (nothing is measured);
-2. prompts: synthetic ones fitted to the server's tokenizer, or the dataset (read and checked
-   before anything is sent);
+2. the workload (`BenchConfig.workload()`: the flags' or a workload file's, read and checked
+   before anything is sent) and its requests and prompts (`loadgen.sendplan`: the arrival times
+   and lengths `simulate` draws for the same workload and seed);
 3. warm-up: `warmup` requests, not recorded;
 4. measurement, on a clock restarted at 0: closed loop (`concurrency` workers, each sends its
    next request when its last one ends) or open loop (send at the arrival times, without waiting
-   for answers; `max_concurrency` optionally caps requests in flight, as vLLM's flag does);
+   for answers; offline: all at 0; a trace: its timestamps; `max_concurrency` optionally caps
+   requests in flight, as vLLM's flag does);
    each finished request is appended and flushed to records.jsonl as it arrives, so a killed
    run keeps every finished request; Ctrl-C (cancellation) still writes summary.json. A write
    that fails (disk full) stops the run with RunFolderWriteError (exit 1): the lines written
@@ -27,21 +29,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import secrets
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from tokenprobe.errors import ServerError
-from tokenprobe.loadgen.arrivals import arrival_times_s
-from tokenprobe.loadgen.client import RequestSpec, StreamClient, Target
+from tokenprobe.loadgen.client import StreamClient, Target, WireRequest
 from tokenprobe.loadgen.config import BenchConfig
+from tokenprobe.loadgen.conversations import run_conversations
+from tokenprobe.loadgen.credentials import mask_url
 from tokenprobe.loadgen.models import served_models, server_identity
-from tokenprobe.loadgen.prompts import PromptItem, load_dataset, reshuffled, synthetic_prompts
+from tokenprobe.loadgen.pacing import sleep_until
+from tokenprobe.loadgen.sendplan import POOL_FOR_DURATION, SendPlan, plan_sends, recount
 from tokenprobe.loadgen.summary import bench_summary
 from tokenprobe.records import (
     DeploymentConfig,
@@ -52,17 +53,15 @@ from tokenprobe.records import (
     RunWriter,
 )
 from tokenprobe.units import now_s, wall_s
+from tokenprobe.workload import DatasetLengths, workload_dict
 
 _T = TypeVar("_T")
 OnRecord = Callable[[RequestRecord], None]
 # called once, right after the measurement clock restarts: (t0_s on units.now_s, the Run being
 # filled, its RunWriter or None); `tokenprobe.bench` starts its telemetry there, on the same clock
 OnStart = Callable[[float, Run, RunWriter | None], None]
-POOL_FOR_DURATION = 1024  # distinct synthetic prompts prepared for a closed-loop timed run
-MAX_POOL = 4096
 PREFLIGHT_TIMEOUT_S = 30.0
 PREFLIGHT_PROMPT = "Hello"
-SPIN_S = 0.0012  # open loop: yield-wait the last 1.2 ms before a send (epoll is 1 ms coarse)
 
 
 def run_bench(
@@ -113,36 +112,37 @@ async def run_bench_async(
         config = replace(config, seed=secrets.randbits(31))
     # fresh words per run and sweep point, even with a given seed (prompts module docstring)
     salt = "" if config.allow_prefix_reuse else f"{secrets.token_hex(4)}.{config.sweep_point}"
-    dataset = load_dataset(config.dataset) if config.dataset is not None else None
-    connections = config.concurrency or config.max_concurrency or 0
+    workload = config.workload(pool_requests=POOL_FOR_DURATION)
+    connections = config.concurrency or config.max_concurrency or workload.arrival.concurrency
     async with StreamClient(target, now_s(), max_connections=connections) as client:
         template_tokens = await _template_tokens(client, await preflight(client))
         identity = await server_identity(config.url, config.api_key())
-        pool, verified = await _prompt_pool(config, client, dataset, salt)
-        warm, pool = _split_warmup(config, pool)
-        warmup_errors = await _warmup(config, client, warm)
-        run_config = _run_config(config, *identity)
+        plan = await plan_sends(config, workload, client, salt)
+        warmup_errors = await _warmup(config, client, plan)
+        run_config = _run_config(config, plan, *identity)
         run_config.update({
             "model_source": model_source,
             "prompt_salt": salt,
             "template_tokens": template_tokens,
             # past the pool's end: synthetic prompts' words reshuffled, a dataset's repeated
-            "prompt_cycles": "reshuffled" if salt and dataset is None else "repeated",
-            "input_tokens_verified": verified,
+            "prompt_cycles": "reshuffled" if salt and plan.workload.dataset is None else "repeated",
+            "input_tokens_verified": plan.verified,
+            "dataset_tokens_counted_by": plan.counted_by,
             "warmup_errors": warmup_errors,
-            "prompt_pool": len(pool),
+            "prompt_pool": plan.prompt_pool,
             "keep_alive": client.keep_alive,
         })  # fmt: skip
         client.secrets = (*client.secrets, *hide)
-        return await _measure(config, client, pool, run_config, on_record, on_start)
+        return await _measure(config, client, plan, run_config, on_record, on_start)
 
 
 def _run_config(
-    config: BenchConfig, server_engine: str | None, server_version: str | None
+    config: BenchConfig, plan: SendPlan, server_engine: str | None, server_version: str | None
 ) -> dict[str, Any]:
     """The run's config.json object (records.RunConfig): the typed fields every reader shares
     (the deployment as far as bench knows it: the served model, `--gpu`, `--catalog-model`; the
-    SLOs, seed and server) beside bench's other settings (URL masked, never the key)."""
+    workload as `simulate` writes it; the SLOs, seed and server) beside bench's other settings
+    (URL masked, never the key)."""
     settings = config.to_dict()
     owned = ("model", "gpu", "catalog_model", "seed", "slo_ttft_s", "slo_tpot_s")
     deployment = DeploymentConfig(
@@ -151,6 +151,7 @@ def _run_config(
     return RunConfig(
         source="measured",
         deployment=deployment,
+        workload=_workload_doc(config, plan),
         slo_ttft_s=config.slo_ttft_s,
         slo_tpot_s=config.slo_tpot_s,
         seed=config.seed,
@@ -160,6 +161,15 @@ def _run_config(
         server_version=server_version,
         extra={k: v for k, v in settings.items() if k not in owned},
     ).to_dict()
+
+
+def _workload_doc(config: BenchConfig, plan: SendPlan) -> dict[str, Any]:
+    """The workload as `simulate` writes it; a timed run says its duration (its request count
+    is the pool drawn, not what was sent), so no reader replays it as a fixed count."""
+    doc = workload_dict(plan.workload)
+    if config.duration_s is not None:
+        doc["duration_s"] = config.duration_s
+    return doc
 
 
 async def preflight(client: StreamClient) -> RequestRecord:
@@ -172,7 +182,7 @@ async def preflight(client: StreamClient) -> RequestRecord:
     a fresh connection per request instead of racing the server's close (see `loadgen.client`).
     """
     timeout_s = max(client.target.timeout_s, PREFLIGHT_TIMEOUT_S)
-    spec = RequestSpec("preflight", PREFLIGHT_PROMPT, 1)
+    spec = WireRequest("preflight", PREFLIGHT_PROMPT, 1)
     record = await client.send(spec, 0.0, timeout_s=timeout_s)
     if not record.ok:
         raise ServerError(_preflight_message(client.target, record))
@@ -215,55 +225,9 @@ def _preflight_message(target: Target, record: RequestRecord) -> str:
     return f"the first request to {url} failed ({kind}): {detail}"
 
 
-async def _prompt_pool(
-    config: BenchConfig, client: StreamClient, dataset: list[PromptItem] | None, salt: str
-) -> tuple[list[PromptItem], bool]:
-    if dataset is not None:
-        return dataset, False
-    assert config.input_tokens is not None
-    count = _pool_size(config) + config.warmup
-    tokenize = client.tokenize_prompt if config.verify_input_tokens else _no_tokenizer
-    assert config.seed is not None
-    return await synthetic_prompts(count, config.input_tokens, config.seed, tokenize, salt=salt)
-
-
-async def _no_tokenizer(_text: str) -> int | None:
-    return None
-
-
-def _pool_size(config: BenchConfig) -> int:
-    if config.num_requests is not None:
-        return min(config.num_requests, MAX_POOL)
-    assert config.duration_s is not None
-    if config.rate_per_s is not None:
-        return min(math.ceil(config.rate_per_s * config.duration_s * 1.2) + 16, MAX_POOL)
-    return POOL_FOR_DURATION
-
-
-def _split_warmup(
-    config: BenchConfig, pool: list[PromptItem]
-) -> tuple[list[PromptItem], list[PromptItem]]:
-    """Warm-up prompts: their own synthetic prompts, or the dataset's first ones (cycled)."""
-    if config.dataset is None:
-        return pool[: config.warmup], pool[config.warmup :]
-    return [pool[i % len(pool)] for i in range(config.warmup)], pool
-
-
-def _spec(
-    config: BenchConfig, pool: Sequence[PromptItem], index: int, prefix: str, salt: str = ""
-) -> RequestSpec:
-    """Request `index`: pool prompt index % len(pool); past the pool's end, with a `salt`
-    (synthetic prompts, prefix reuse not allowed), its words reshuffled for that cycle, so the
-    prompt is new but as long (`prompts.reshuffled`)."""
-    item = pool[index % len(pool)]
-    cycle = index // len(pool)
-    prompt = reshuffled(item.prompt, f"{salt}:{cycle}") if cycle and salt else item.prompt
-    out = item.output_tokens if item.output_tokens is not None else config.max_output_tokens
-    return RequestSpec(f"{prefix}{index}", prompt, out, item.input_tokens)
-
-
-async def _warmup(config: BenchConfig, client: StreamClient, warm: list[PromptItem]) -> int:
+async def _warmup(config: BenchConfig, client: StreamClient, plan: SendPlan) -> int:
     """Send the warm-up requests (closed loop at the run's concurrency); return how many failed."""
+    warm = plan.warm
     if not warm:
         return 0
     failed = 0
@@ -272,17 +236,15 @@ async def _warmup(config: BenchConfig, client: StreamClient, warm: list[PromptIt
         nonlocal failed
         failed += 0 if record.ok else 1
 
-    width = config.concurrency or min(config.max_concurrency or 1, len(warm))
-    await _closed_loop(
-        client, lambda i: _spec(config, warm, i, "warmup-"), width, len(warm), None, count
-    )
+    width = plan.concurrency or min(config.max_concurrency or 1, len(warm))
+    await _closed_loop(client, lambda i: warm[i], width, len(warm), None, count)
     return failed
 
 
 async def _measure(
     config: BenchConfig,
     client: StreamClient,
-    pool: list[PromptItem],
+    plan: SendPlan,
     run_config: dict[str, Any],
     on_record: OnRecord | None,
     on_start: OnStart | None = None,
@@ -295,8 +257,6 @@ async def _measure(
         else None
     )
 
-    salt = run_config["prompt_salt"] if run_config["prompt_cycles"] == "reshuffled" else ""
-
     def emit(record: RequestRecord) -> None:
         run.records.append(record)
         if writer is not None:
@@ -308,16 +268,20 @@ async def _measure(
         if on_start is not None:
             on_start(client.t0_s, run, writer)
 
-        def spec(i: int) -> RequestSpec:
-            return _spec(config, pool, i, "", salt)
-
         try:
-            if config.concurrency is not None:
+            if plan.multi_turn:
+                await run_conversations(client, plan, emit, config.max_concurrency)
+            elif plan.concurrency is not None:
                 await _closed_loop(
-                    client, spec, config.concurrency, config.num_requests, config.duration_s, emit
+                    client,
+                    plan.wire,
+                    plan.concurrency,
+                    plan.num_requests,
+                    config.duration_s,
+                    emit,
                 )
             else:
-                await _open_loop(config, client, spec, emit)
+                await _open_loop(config, client, plan, emit)
         except* RunFolderWriteError as group:
             raise _first(group) from None
     finally:
@@ -351,7 +315,7 @@ def _close(writer: RunWriter, run: Run) -> None:
 
 async def _closed_loop(
     client: StreamClient,
-    spec: Callable[[int], RequestSpec],
+    spec: Callable[[int], WireRequest],
     concurrency: int,
     num_requests: int | None,
     duration_s: float | None,
@@ -376,45 +340,40 @@ async def _closed_loop(
 
 
 async def _open_loop(
-    config: BenchConfig, client: StreamClient, spec: Callable[[int], RequestSpec], emit: OnRecord
+    config: BenchConfig, client: StreamClient, plan: SendPlan, emit: OnRecord
 ) -> None:
-    assert config.rate_per_s is not None
-    rng = np.random.default_rng([config.seed or 0, 1])
-    times = arrival_times_s(
-        config.rate_per_s,
-        config.burstiness,
-        rng,
-        count=config.num_requests,
-        until_s=config.duration_s,
-    )
+    """Send request i at its arrival time, without waiting for answers (`max_concurrency`
+    caps those in flight)."""
     gate = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
 
     async def one(index: int, scheduled_s: float) -> None:
         if gate is None:
-            emit(await client.send(spec(index), scheduled_s))
+            emit(await client.send(plan.wire(index), scheduled_s))
             return
         async with gate:
-            emit(await client.send(spec(index), scheduled_s))
+            emit(await client.send(plan.wire(index), scheduled_s))
 
     t0 = client.t0_s
     async with asyncio.TaskGroup() as group:
-        for index, scheduled_s in enumerate(times.tolist()):
-            await sleep_until(t0 + scheduled_s)
-            group.create_task(one(index, scheduled_s))
+        for index, spec in enumerate(plan.specs):
+            await sleep_until(t0 + spec.arrival_s)
+            group.create_task(one(index, spec.arrival_s))
 
 
-async def sleep_until(t_abs_s: float) -> None:
-    """Return at `t_abs_s` on the one clock, within tens of µs when the loop is idle.
+def count_dataset(
+    url: str, lengths: DatasetLengths, needed: int, api_key: str | None = None
+) -> DatasetLengths:
+    """A dataset's lengths counted by the server at `url` (its /tokenize, as bench counts them),
+    for a simulation of the same requests; ServerError when it cannot count."""
 
-    asyncio's timers wake through epoll, whose timeout is in whole milliseconds rounded up
-    (up to 1 ms late, 0.5 ms on average); so the last SPIN_S are spent yielding to the loop
-    (`sleep(0)`), which keeps serving every stream meanwhile, until the time has come.
-    """
-    delay_s = t_abs_s - now_s()
-    if delay_s > SPIN_S:
-        await asyncio.sleep(delay_s - SPIN_S)
-    while now_s() < t_abs_s:
-        await asyncio.sleep(0)
+    async def count() -> DatasetLengths | None:
+        async with StreamClient(Target(url, "", api_key=api_key), now_s()) as client:
+            return await recount(lengths, client, needed)
+
+    counted = run_blocking(count())
+    if counted is None:
+        raise ServerError(f"{mask_url(url)} has no usable /tokenize endpoint to count the dataset")
+    return counted
 
 
 def sweep_configs(config: BenchConfig, field: str, values: Sequence[float]) -> list[BenchConfig]:

@@ -82,13 +82,13 @@ def prefix_cache_figures(
 
 def repeated_prompts(run: Run) -> int:
     """Requests that re-sent a prompt of the run's pool (the runner cycles through
-    `prompt_pool` prompts: a dataset's, or at most runner.MAX_POOL synthetic ones, whose words
+    `prompt_pool` prompts: a dataset's, or at most sendplan.MAX_POOL synthetic ones, whose words
     it reshuffles on each cycle unless prefix reuse is allowed)."""
     pool = run.config.get("prompt_pool")
     if not isinstance(pool, int) or isinstance(pool, bool) or pool <= 0:
         return 0
     if run.config.get("prompt_cycles") == "reshuffled":
-        return 0  # past the pool, the words are reshuffled: new prompts (runner._spec)
+        return 0  # past the pool, the words are reshuffled: new prompts (sendplan.SendPlan.prompt)
     return max(len(run.records) - pool, 0)
 
 
@@ -111,8 +111,9 @@ def run_warnings(run: Run, figures: dict[str, Any]) -> list[str]:
 
 
 def _cache_warning(run: Run, cache: dict[str, Any]) -> list[str]:
-    if not cache["hits"]:
-        return []
+    workload = run.config.get("workload")
+    if not cache["hits"] or (isinstance(workload, dict) and workload.get("shared_prefix_tokens")):
+        return []  # none, or the workload asked for shared prefixes
     share = cache["cached_share"] or 0.0
     why = (
         "the dataset repeats prompts or shares prefixes"

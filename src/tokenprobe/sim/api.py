@@ -40,7 +40,8 @@ from tokenprobe.sim.runconfig import deployment_config
 from tokenprobe.sim.schedulers import SCHEDULERS
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.stepcache import DecodeMemo
-from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
+from tokenprobe.workload import Workload, workload_dict
+from tokenprobe.workload import build_workload as build_workload  # sim re-exports it
 
 DEFAULT_TRACE_REQUESTS = 2_000
 
@@ -81,72 +82,6 @@ def capacity_blocks(dep: Deployment, config: SchedulerConfig) -> int:
             f"gpu_memory_utilization={config.gpu_memory_utilization} (see `tokenprobe estimate`)",
         )
     return blocks
-
-
-def build_workload(
-    *,
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    rate_per_s: float | None = None,
-    burstiness: float = 1.0,
-    concurrency: int | None = None,
-    offline: bool = False,
-    num_requests: int = 100,
-) -> Workload:
-    """The workload of the CLI flags: fixed lengths and exactly one arrival mode."""
-    modes = [rate_per_s is not None, concurrency is not None, offline]
-    if sum(modes) != 1:
-        raise ConfigError("arrival", modes, "give exactly one of rate, concurrency, offline")
-    if input_tokens is None or output_tokens is None:
-        raise ConfigError("input_tokens/output_tokens", None, "both are needed without a workload")
-    if rate_per_s is not None:
-        kind = "poisson" if burstiness == 1.0 else "gamma"
-        arrival = Arrival(kind, rate_per_s=rate_per_s, burstiness=burstiness)
-    elif concurrency is not None:
-        arrival = Arrival("closed", concurrency=concurrency)
-    else:
-        arrival = Arrival("offline")
-    return Workload(
-        arrival=arrival,
-        input_len=fixed(input_tokens, "input_tokens"),
-        output_len=fixed(output_tokens, "output_tokens"),
-        num_requests=num_requests,
-    )
-
-
-_LENGTH_PARAMS: dict[str, tuple[str, ...]] = {
-    "fixed": ("value",),
-    "uniform": ("low", "high"),
-    "normal": ("mean", "std"),
-    "lognormal": ("mean", "sigma"),
-    "empirical": (),
-}
-
-
-def _length_dict(d: LengthDist) -> dict[str, Any]:
-    keys = _LENGTH_PARAMS[d.kind]
-    out: dict[str, Any] = {"kind": d.kind, **{k: getattr(d, k) for k in keys}}
-    if d.kind == "empirical":
-        out["count"] = len(d.values)
-        out["mean"] = d.expected
-    return out
-
-
-def workload_dict(w: Workload) -> dict[str, Any]:
-    a = w.arrival
-    return {
-        "name": w.name,
-        "num_requests": w.size,
-        "arrival": {
-            "kind": a.kind,
-            "rate_per_s": a.rate_per_s,
-            "burstiness": a.burstiness,
-            "concurrency": a.concurrency,
-        },
-        "input_tokens": _length_dict(w.input_len),
-        "output_tokens": _length_dict(w.output_len),
-        "shared_prefix_tokens": w.shared_prefix_tokens,
-    }
 
 
 def run_workload(

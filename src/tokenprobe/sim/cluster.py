@@ -233,6 +233,15 @@ def _tagged(
         yield t_s, index, b, k, q, p, pre, dec
 
 
+def no_conversations(requests: list[RequestSpec]) -> None:
+    """Follow-up turns arrive when their previous turn ends, on the replica that served it: a
+    router placing them by a drawn arrival time would split conversations (not modelled yet)."""
+    if any(spec.turn for spec in requests):
+        raise ConfigError(
+            "conversation", "turns > 1", "single-turn requests with --replicas / --disaggregate"
+        )
+
+
 def open_engines(
     n: int,
     step_fn: StepFn,
@@ -314,7 +323,9 @@ def run_cluster(
         replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state
     )
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
-    for spec in workload.generate(np.random.default_rng(seed)):
+    requests = workload.generate(np.random.default_rng(seed))
+    no_conversations(requests)
+    for spec in requests:
         t = spec.arrival_s
         advance(engines, t)
         target = choose.pick(spec, [e.outstanding for e in engines])

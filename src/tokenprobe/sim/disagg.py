@@ -50,6 +50,7 @@ from tokenprobe.sim.cluster import (
     fleet_energy,
     fleet_run,
     imbalance,
+    no_conversations,
     open_engines,
     replica_row,
 )
@@ -215,6 +216,7 @@ def run_disaggregated(
         split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
     )
     requests = workload.generate(np.random.default_rng(seed))
+    no_conversations(requests)
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
     p_engines = [e for e, _ in prefill_side]

@@ -19,6 +19,10 @@ result.py); a closed-loop user sends the next request when the last token has ar
 
 A scheduler holding admissions (`SchedulerConfig.batch_window_s`) sets `wake_s`, when its window
 ends; an idle engine sets a wake-up event then, so that a lone held request is still served.
+
+Conversations (`RequestSpec.turn` > 0, `workload.conversation`): a follow-up turn is not in the
+arrival order; it arrives `think_s` after the request before it (its previous turn) finished or
+was rejected. In closed loop a user starts its next conversation when the last turn is done.
 """
 
 from __future__ import annotations
@@ -143,8 +147,11 @@ class Engine:
         return self._result()
 
     def _push_next_arrival(self, now_s: float) -> None:
-        i = self._next
-        if i >= len(self.requests):
+        i, requests = self._next, self.requests
+        while i < len(requests) and requests[i].turn:  # follow-ups come after their turn before
+            i += 1
+        self._next = i
+        if i >= len(requests):
             return
         self._next += 1
         t = now_s if self.concurrency else self.requests[i].arrival_s
@@ -170,7 +177,7 @@ class Engine:
 
     def _arrive(self, i: int) -> None:
         self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
-        if not self.concurrency:
+        if not self.concurrency and not self.requests[i].turn:
             self._push_next_arrival(self.clock_s)
         if self.frontend is not None:
             ready = self.frontend.admit(i, self.requests[i].input_tokens, self.clock_s)
@@ -186,13 +193,17 @@ class Engine:
         reason = self.sched.add(seq, self.clock_s)
         if reason is not None:
             seq.reject_reason = reason
-            self._finished()
+            self._finished(i)
 
-    def _finished(self, delay_s: float = 0.0) -> None:
-        """One request done (finished or rejected); closed loop: its user sends the next once
-        the last token reached it (`delay_s` after now)."""
+    def _finished(self, i: int, delay_s: float = 0.0) -> None:
+        """Request i done (finished or rejected); its last token reaches the client `delay_s`
+        after now (the front end's streaming lag). Its conversation's next turn follows after
+        its think time from then; else, in closed loop, its user sends the next request then."""
         self.done += 1
-        if self.concurrency:
+        follow = i + 1
+        if follow < len(self.requests) and self.requests[follow].turn:
+            self._push(self.clock_s + delay_s + self.requests[follow].think_s, _ARRIVAL, follow)
+        elif self.concurrency:
             self._push_next_arrival(self.clock_s + delay_s)
 
     def _start_step(self) -> None:
@@ -239,8 +250,8 @@ class Engine:
             lag = self.frontend.stream(self.clock_s, self.sched.emitted_tokens)
         self.step += 1
         self.busy = False
-        for _ in finished:
-            self._finished(lag)
+        for seq in finished:
+            self._finished(seq.idx, lag)
         if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
             self.progress(self.done, len(self.requests))
 
