@@ -472,11 +472,12 @@ def test_same_shape_check_tells_kimi_k2_from_deepseek_v3() -> None:
 
 
 def test_an_hf_id_of_a_known_family_not_in_the_catalog_is_refused_with_close_ids() -> None:
-    """DeepSeek-V3.2 adds sparse attention to the V3 architecture: its id is not guessed to be
-    V3's; the refusal lists the closest catalog ids (its config.json can be passed instead)."""
+    """Kimi-K2 has DeepSeek-V3's architecture with 384 routed experts, another shape: its id is
+    not guessed to be V3's; the refusal lists the closest catalog ids (its config.json can be
+    passed instead)."""
     with pytest.raises(UnknownModelError) as info:
-        get_model("deepseek-ai/DeepSeek-V3.2")
-    assert "deepseek-ai/deepseek-v3" in str(info.value)
+        get_model("moonshotai/Kimi-K2-Instruct")
+    assert "closest known" in str(info.value)
 
 
 @pytest.fixture
@@ -529,9 +530,10 @@ NOT_IN_CATALOG = {
     "microsoft/phi-2": "Phi-2 `phi` family (parallel block, partial rotary): no reader",
     "Qwen/Qwen-72B": "remote-code `qwen` (Qwen-1) family: no reader",
     "internlm/internlm-20b": "remote-code `internlm` family: no reader",
-    "deepseek-ai/DeepSeek-V3.2": "DeepSeek sparse attention (indexer + top-k): no part yet",
-    "nvidia/NVIDIA-Nemotron-Nano-9B-v2": "hybrid Mamba-2: no part yet",
-    "nvidia/NVIDIA-Nemotron-Nano-12B-v2": "hybrid Mamba-2: no part yet",
+    "nvidia/NVIDIA-Nemotron-Nano-12B-v2": "hybrid Mamba-2 read, but no config transcribed",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": "no config transcribed (its qwen3_moe config's "
+    "use_qk_norm key is not read yet)",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": "as Qwen3-Coder-480B-A35B-Instruct",
 }
 
 

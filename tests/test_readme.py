@@ -365,11 +365,16 @@ def check_hello(output: str) -> None:
 
 def check_bursty(output: str) -> None:
     text = " ".join(readme().split())
-    m = re.search(r"busy at (\d+)% of TDP, memory at (\d+)%.*?dispersion index ([\d.]+)", text)
+    m = re.search(
+        r"dispersion index ([\d.]+) over.*?step time is (\d+)% memory, but the GPU draws "
+        r"(\d+)% of TDP",
+        text,
+    )
     assert m, "bursty diagnosis sentence not found in README"
     flat = " ".join(output.split())
-    assert f"at only {m.group(1)}% of TDP with memory at {m.group(2)}%" in flat
-    assert f"dispersion index {m.group(3)}," in flat
+    assert f"dispersion index {m.group(1)}," in flat
+    # the memory-bandwidth-bound rule's reason: "util 100%, power 79% of TDP, memory 68%"
+    assert f"power {m.group(3)}% of TDP, memory {m.group(2)}%" in flat
 
 
 def check_models(output: str) -> None:

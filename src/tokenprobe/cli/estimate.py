@@ -209,10 +209,15 @@ def _pct(x: float) -> str:
 def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     """Human tables for an estimate's dict (the same data as --json)."""
     c = d["communication"]
+    # the servers only where the replica spans more than one (one server says nothing new)
+    where = (
+        f"; {c['nodes']} servers x {c['gpus_per_node']} GPUs, scale-up domain "
+        f"{c['scale_up_domain_gpus']}"
+        if c["nodes"] > 1
+        else ""
+    )
     title = (
-        f"{d['model']} on {d['num_gpus']}x {d['gpu']} (tp={d['tp']}, pp={d['pp']}; "
-        f"{c['nodes']} node(s) x {c['gpus_per_node']} GPUs, "
-        f"scale-up domain {c['scale_up_domain_gpus']}), "
+        f"{d['model']} on {d['num_gpus']}x {d['gpu']} (tp={d['tp']}, pp={d['pp']}{where}), "
         f"weights {d['weight_dtype']}, compute {d['compute_dtype']}, KV {d['kv_dtype']}; "
         f"{d['batch']} x ({d['input_tokens']} in, {d['output_tokens']} out)"
     )
