@@ -62,8 +62,24 @@ def recurrent_terms(
     return (name, flop, state_bytes + io_bytes)
 
 
+class _NoTokenCache:
+    """A recurrent layer caches no token: its memory is the fixed state per sequence
+    (`state_elements_per_seq`), so the per-token cache of the parts' common interface is 0."""
+
+    __slots__ = ()
+
+    def cache_elements_per_token(self) -> int:
+        return 0
+
+    def cache_extra_bytes_per_token(self) -> float:
+        return 0.0
+
+    def cache_bytes_per_token_per_gpu(self, kb: float, tp: int) -> float:  # noqa: ARG002  (the parts' common signature)
+        return 0.0
+
+
 @dataclass(frozen=True, slots=True)
-class GatedDeltaNet:
+class GatedDeltaNet(_NoTokenCache):
     """Gated DeltaNet linear attention (module docstring)."""
 
     hidden: int
@@ -100,15 +116,6 @@ class GatedDeltaNet:
         norm = self.value_head_dim
         return in_proj + conv + per_head + norm + self.value_dim * self.hidden
 
-    def cache_elements_per_token(self) -> int:
-        return 0
-
-    def cache_extra_bytes_per_token(self) -> float:
-        return 0.0
-
-    def cache_bytes_per_token_per_gpu(self, kb: float, tp: int) -> float:  # noqa: ARG002  (the parts' common signature)
-        return 0.0
-
     def state_elements_per_seq(self) -> int:
         recurrent = self.value_heads * self.key_head_dim * self.value_head_dim
         return recurrent + (self.conv_kernel - 1) * self.conv_dim
@@ -139,7 +146,7 @@ class GatedDeltaNet:
 
 
 @dataclass(frozen=True, slots=True)
-class Mamba2:
+class Mamba2(_NoTokenCache):
     """Mamba-2 selective state-space mixer (module docstring)."""
 
     hidden: int
@@ -176,15 +183,6 @@ class Mamba2:
         norm = self.inner
         out_proj = self.inner * self.hidden + (self.hidden if self.proj_bias else 0)
         return in_proj + conv + per_head + norm + out_proj
-
-    def cache_elements_per_token(self) -> int:
-        return 0
-
-    def cache_extra_bytes_per_token(self) -> float:
-        return 0.0
-
-    def cache_bytes_per_token_per_gpu(self, kb: float, tp: int) -> float:  # noqa: ARG002  (the parts' common signature)
-        return 0.0
 
     def state_elements_per_seq(self) -> int:
         ssm = self.heads * self.head_dim * self.state_size
