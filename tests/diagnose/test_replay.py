@@ -163,3 +163,36 @@ def test_a_shared_prefix_workload_replays_with_its_prefix(tmp_path: Path) -> Non
     assert replayed is not None
     ttft = {r["metric"]: r for r in replayed["rows"]}["ttft_s p50"]
     assert ttft["ratio"] == pytest.approx(1.0, rel=0.02)
+
+
+def test_prefix_groups_replay_apart(tmp_path: Path) -> None:
+    """Eight system prompts of 1,536 tokens (of 2,048-token prompts): each record names its
+    group, so the replay finds each prefix cached only for its own group, as the run did. Read
+    as one group (what the replay did before records carried it), every request after the
+    first would share one prefix and the replay's p90 TTFT would come out lower."""
+    from dataclasses import replace as _replace
+
+    from tokenprobe.workload import Arrival, Workload, fixed
+
+    workload = Workload(
+        arrival=Arrival("poisson", rate_per_s=20.0),
+        input_len=fixed(2048, "input_tokens"),
+        output_len=fixed(32, "output_tokens"),
+        num_requests=160,
+        shared_prefix_tokens=1536,
+        prefix_groups=8,
+    )
+    result = simulate("llama-3.1-8b", "h100-sxm", workload=workload, seed=3)
+    run = read_run(result.write(tmp_path / "run"))
+    assert len({r.extra["prefix_group"] for r in run.records}) == 8
+    rows = {r["metric"]: r for r in diagnose(run, predict=True, replay_run=True).replay["rows"]}
+    assert rows["ttft_s p90"]["ratio"] == pytest.approx(1.0, rel=0.02)
+    merged = _replace(
+        run,
+        records=[
+            _replace(r, extra={k: v for k, v in r.extra.items() if k != "prefix_group"})
+            for r in run.records
+        ],
+    )
+    one = {r["metric"]: r for r in diagnose(merged, predict=True, replay_run=True).replay["rows"]}
+    assert one["ttft_s p90"]["simulated"] < 0.9 * rows["ttft_s p90"]["simulated"]

@@ -156,6 +156,9 @@ def test_prefix_groups_share_one_text_each_and_offline_sends_all_at_once(
     assert len({p.split("\n", 1)[1] for p in prompts}) == 8  # the rest of every prompt is new
     records = read_run(tmp_path / "r").records
     assert [r.scheduled_s for r in records] == [0.0] * 8
+    # each record names its group, as drawn (what diagnose --predict replays the cache with)
+    by_index = {int(r.request_id): r.extra["prefix_group"] for r in records}
+    assert [by_index[i] for i in range(8)] == [float(g) for g in groups]
 
 
 def test_a_closed_loop_workload_keeps_its_concurrency(fake: FakeServer, tmp_path: Path):

@@ -102,6 +102,9 @@ def recorded_frontend(run: Run) -> dict[str, Any]:
 
 
 def _specs(records: list[RequestRecord], prefix_tokens: int = 0) -> list[RequestSpec]:
+    """The successful requests as a trace, each with the shared prefix of its own group (the
+    record's `prefix_group`, as bench and the simulator write it; group 0 where a record does
+    not say, as every run written before groups were recorded)."""
     done = sorted(
         (r for r in records if r.ok and r.output_tokens >= 1 and r.input_tokens >= 1),
         key=lambda r: r.scheduled_s,
@@ -114,9 +117,15 @@ def _specs(records: list[RequestRecord], prefix_tokens: int = 0) -> list[Request
             r.input_tokens,
             r.output_tokens,
             min(prefix_tokens, r.input_tokens),
+            _group(r),
         )
         for r in done
     ]
+
+
+def _group(record: RequestRecord) -> int:
+    value = record.extra.get("prefix_group")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def _time_mean(times: list[float], values: list[float], end_s: float) -> float | None:

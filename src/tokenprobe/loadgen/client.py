@@ -117,6 +117,16 @@ class WireRequest:
     max_output_tokens: int
     input_tokens: int | None = None
     messages: tuple[tuple[str, str], ...] = ()
+    prefix_group: int | None = None  # the shared prefix it opens with (None: none); recorded
+
+
+def _figures(spec: WireRequest, st: StreamState) -> dict[str, float | str]:
+    """The record's extra: the server's figures and, for a prompt opening with a shared
+    prefix, its group (what `diagnose --predict` replays the prefix cache with)."""
+    extra = server_figures(st)
+    if spec.prefix_group is not None:
+        extra["prefix_group"] = float(spec.prefix_group)
+    return extra
 
 
 def request_body(target: Target, spec: WireRequest) -> dict[str, Any]:
@@ -316,7 +326,7 @@ class StreamClient:
             "sent_s": sent_abs_s - t0,
             "first_token_s": times[0] if times else None,
             "token_times_s": times,
-            "extra": redact(server_figures(st), self.secrets),  # finish_reason is server text
+            "extra": redact(_figures(spec, st), self.secrets),  # finish_reason is server text
         }
 
     def _failed(

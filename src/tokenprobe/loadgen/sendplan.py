@@ -103,15 +103,20 @@ class SendPlan:
     def wire(self, index: int) -> WireRequest:
         spec = self.specs[index % len(self.specs)]
         item = self.prompt(index)
-        return _wire(str(index), item, spec.output_tokens)
+        group = spec.prefix_group if spec.prefix_tokens and not spec.turn else None
+        return _wire(str(index), item, spec.output_tokens, group)
 
 
-def _wire(request_id: str, item: PromptItem, output_tokens: int) -> WireRequest:
+def _wire(
+    request_id: str, item: PromptItem, output_tokens: int, prefix_group: int | None = None
+) -> WireRequest:
     messages = item.messages
     if messages and item.prefix:  # the shared prefix opens the first message
         (role, content), *rest = messages
         messages = ((role, item.prefix + content), *rest)
-    return WireRequest(request_id, item.text, output_tokens, item.input_tokens, messages)
+    return WireRequest(
+        request_id, item.text, output_tokens, item.input_tokens, messages, prefix_group
+    )
 
 
 async def plan_sends(

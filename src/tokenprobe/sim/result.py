@@ -85,6 +85,8 @@ def _extra(seq: Seq, prefix_caching: bool) -> dict[str, float | str]:
     }
     if prefix_caching:  # the key a measured record has from the server's usage block
         extra["server_cached_tokens"] = float(max(seq.cached_tokens, 0))
+    if seq.spec.prefix_tokens:  # as bench records it: the replay keeps the groups apart
+        extra["prefix_group"] = float(seq.spec.prefix_group)
     return extra
 
 
