@@ -375,3 +375,14 @@ def test_the_catalog_loader_reads_through_files(
     finally:
         monkeypatch.undo()
         catalog_module._catalog_index.cache_clear()
+
+
+def test_a_kimi_k2_config_reads_as_the_deepseek_v3_architecture_it_names() -> None:
+    """Kimi-K2's config.json says model_type "kimi_k2" with DeepseekV3ForCausalLM and DeepSeek-V3's
+    keys: the same config under either name is the same model (here DeepSeek-V3's own config
+    with 384 routed experts, Kimi-K2's expert count, so the count differs from V3's)."""
+    cfg = {k: v for k, v in _catalog_cfg("deepseek-v3").items() if k != "_tokenprobe"}
+    cfg["n_routed_experts"] = 384
+    as_v3 = from_hf_config({**cfg, "model_type": "deepseek_v3"}, name="x")
+    as_kimi = from_hf_config({**cfg, "model_type": "kimi_k2"}, name="x")
+    assert as_kimi.params_total == as_v3.params_total > get_model("deepseek-v3").params_total

@@ -386,6 +386,9 @@ _SAME = {
     "qwen3_5_moe": "qwen3_5_moe_text",
     "qwen3_5": "qwen3_5_moe_text",  # dense Qwen3.5: the same layers without experts
     "qwen3_5_text": "qwen3_5_moe_text",
+    # Kimi-K2 (moonshotai/Kimi-K2-Instruct config.json): "architectures":
+    # ["DeepseekV3ForCausalLM"], DeepSeek-V3's configuration code and keys under its own name
+    "kimi_k2": "deepseek_v3",
 }
 GENERIC = Family(
     "transformers src/transformers/configuration_utils.py PretrainedConfig (tie default True)",
