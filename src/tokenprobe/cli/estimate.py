@@ -15,6 +15,7 @@ from tokenprobe.cost import (
     DEFAULT_ENGINE_INIT_S,
     Efficiency,
     Estimate,
+    SpecDecode,
     estimate,
 )
 from tokenprobe.errors import ConfigError
@@ -84,6 +85,14 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    spec_decode: Annotated[
+        str | None,
+        typer.Option(help="Speculative decoding METHOD:K: mtp:1, eagle:4, ngram:4 (k drafts)"),
+    ] = None,
+    spec_acceptance: Annotated[
+        float | None,
+        typer.Option(help="Per-token draft acceptance, 0..1 (default: mtp 0.85; others: give it)"),
+    ] = None,
     expert_parallel: Annotated[
         bool, typer.Option(help="Spread MoE experts over the TP GPUs")
     ] = False,
@@ -192,6 +201,12 @@ def estimate_cmd(
             api_server_processes=api_server_processes,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
+            spec_decode=None
+            if spec_decode is None
+            else SpecDecode.parse(
+                spec_decode,
+                None if spec_acceptance is None else finite("spec_acceptance", spec_acceptance),
+            ),
         )
 
     result = guarded(run)
@@ -248,6 +263,15 @@ def _summary_table(d: dict[str, Any]) -> None:
     rows = [("TTFT", fmt_s(d["ttft_s"]))]
     rows += [(f"  {k.removesuffix('_s')}", fmt_s(v)) for k, v in d["ttft_breakdown_s"].items()]
     rows.append(("TPOT (mean over output)", fmt_s(d["tpot_s"])))
+    if d.get("spec_decode"):
+        sd = d["spec_decode"]
+        rows.append(
+            (
+                f"  speculative {sd['method']}:{sd['draft_tokens']} "
+                f"(acceptance {sd['acceptance']:g})",
+                f"{sd['tokens_per_step']:.2f} tokens/step",
+            )
+        )
     if d["decode"]:
         curve = d["decode"]["tpot_s_by_context"]
         rows.append(

@@ -34,6 +34,8 @@ from tokenprobe.cost.memory import (
     state_bytes_per_seq_per_gpu,
 )
 from tokenprobe.cost.shape import BatchShape
+from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
+from tokenprobe.cost.specdecode import SpecDecode, spec_step
 from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "MAX_ROUTING_SKEW",
     "MEMORY_RULES",
     "SGLANG_RULE",
+    "SPEC_METHODS",
     "TRTLLM_RULE",
     "VLLM_RULE",
     "BatchShape",
@@ -58,6 +61,7 @@ __all__ = [
     "MemoryReport",
     "OpCost",
     "PowerModel",
+    "SpecDecode",
     "StepCost",
     "Workload",
     "allreduce_time_s",
@@ -73,6 +77,7 @@ __all__ = [
     "op_costs",
     "resolve_parallelism",
     "send_time_s",
+    "spec_step",
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",
     "step_cost",

@@ -15,6 +15,7 @@ from tokenprobe.cost.host import (
     check_processes,
 )
 from tokenprobe.cost.memory import MemoryBudget
+from tokenprobe.cost.specdecode import SpecDecode
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec, get_host
 from tokenprobe.model import ModelSpec
@@ -94,13 +95,15 @@ def estimate(
     api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
+    spec_decode: SpecDecode | None = None,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
     `efficiency` is either overrides of the defaults ({"memory": 0.85}) or a whole Efficiency
     (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
     `power` the profile's PowerModel. `nodes` / `gpus_per_node` place the tp x pp GPUs on
-    servers (default: the GPU's catalog topology, the fewest servers that hold them)."""
+    servers (default: the GPU's catalog topology, the fewest servers that hold them).
+    `spec_decode` prices decode with speculative decoding (cost/specdecode.py)."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -138,6 +141,7 @@ def estimate(
         host_spec=get_host(host),
         api_server_processes=check_processes(api_server_processes),
         budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
+        spec=spec_decode,
         prices=EnergyPrices(
             pue=pue,
             server_overhead_fraction=server_overhead_fraction,

@@ -28,6 +28,7 @@ from tokenprobe.cost.io import kv_swap_stage, load_stage
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, memory_report
 from tokenprobe.cost.network import network_stage
 from tokenprobe.cost.shape import BatchShape
+from tokenprobe.cost.specdecode import SpecDecode, spec_step, verify_shape
 from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, step_cost
 from tokenprobe.cost.sweep import decode_step_time_grid
 from tokenprobe.errors import ConfigError
@@ -139,6 +140,7 @@ class Estimate:
     prices: EnergyPrices
     throughput_by_batch: list[tuple[int, float, float]] = field(default_factory=list)
     outside_gpu: dict[str, Any] = field(default_factory=dict)  # host, network, loading, kv_swap
+    spec_decode: SpecDecode | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -244,6 +246,14 @@ class Estimate:
                     {"batch": b, "step_s": t, "output_tokens_per_s": r}
                     for b, t, r in self.throughput_by_batch
                 ],
+            },
+            "spec_decode": None
+            if self.spec_decode is None
+            else {
+                "method": self.spec_decode.method,
+                "draft_tokens": self.spec_decode.draft_tokens,
+                "acceptance": self.spec_decode.acceptance,
+                "tokens_per_step": self.spec_decode.tokens_per_step,
             },
             "communication": self.communication(),
             "memory": self.memory.to_dict(),
@@ -360,6 +370,7 @@ def estimate_deployment(
     prices: EnergyPrices | None = None,
     find_compute_bound: bool = True,
     api_server_processes: int = DEFAULT_API_SERVER_PROCESSES,
+    spec: SpecDecode | None = None,
 ) -> Estimate:
     w, host = workload, host or HostModel()
     host_spec = host_spec or get_host("default")
@@ -375,8 +386,10 @@ def estimate_deployment(
     }
     decode, curve, tpot = None, [], 0.0
     if w.output_tokens > 1:
+        # per emitted token: a decode step, or with speculative decoding a verification pass
+        # and its drafts over the tokens a step emits (cost/specdecode.py)
         costs = [
-            (c, decode_step(dep, w.batch, c))
+            (c, decode_step(dep, w.batch, c) if spec is None else spec_step(dep, w.batch, c, spec))
             for c in _decode_positions(w.input_tokens, w.output_tokens)
         ]
         curve = [(c, s.time_s) for c, s in costs]
@@ -384,9 +397,12 @@ def estimate_deployment(
         mean_power = _mean_trapezoid([(c, s.power_w * s.time_s) for c, s in costs]) / tpot
         mid_ctx, mid = costs[len(costs) // 2]
         decode_j = mean_power * tpot * dep.num_gpus * (w.output_tokens - 1)
-        decode = _stage(
-            dep, BatchShape.decode(w.batch, mid_ctx), mid, tpot, decode_j, power_w=mean_power
+        shape = (
+            BatchShape.decode(w.batch, mid_ctx)
+            if spec is None
+            else verify_shape(w.batch, mid_ctx, spec.draft_tokens)
         )
+        decode = _stage(dep, shape, mid, tpot, decode_j, power_w=mean_power)
     context = w.input_tokens + w.output_tokens
     cb = (
         compute_bound_batch(dep, w.input_tokens + w.output_tokens // 2)
@@ -417,4 +433,5 @@ def estimate_deployment(
         if find_compute_bound and w.output_tokens > 1
         else [],
         outside_gpu=outside,
+        spec_decode=spec,
     )
