@@ -116,7 +116,7 @@ def test_rate_search_brackets_then_bisects_to_the_knee() -> None:
     """Knee at 5.3 req/s, start 1: up 1, 2, 4, 8 (fails); then geometric midpoints
     sqrt(4*8) = 5.66 (fails), sqrt(4*5.66) = 4.76, sqrt(4.76*5.66) = 5.19 (pass); 5.66/5.19 =
     1.09 < 1.1: done after 7 runs, best 5.19."""
-    search = _search(5.3, start_rate=1.0)
+    search = _search(5.3, start_rate_per_s=1.0)
     rates = [round(r, 2) for r, _ in search.tried]
     assert rates == [1.0, 2.0, 4.0, 8.0, 5.66, 4.76, 5.19]
     assert search.best == pytest.approx(5.19, abs=0.01)
@@ -124,14 +124,14 @@ def test_rate_search_brackets_then_bisects_to_the_knee() -> None:
 
 @pytest.mark.parametrize("threshold", [0.3, 1.0, 7.7, 40.0])
 def test_rate_search_ends_within_its_tolerance_below_the_knee(threshold: float) -> None:
-    search = _search(threshold, start_rate=1.0, max_points=12)
+    search = _search(threshold, start_rate_per_s=1.0, max_points=12)
     assert search.best is not None and threshold / 1.1 <= search.best <= threshold
     assert len(search.tried) <= 12
 
 
 def test_rate_search_keeps_to_its_budget_and_says_when_nothing_passes() -> None:
-    assert len(_search(1e9, start_rate=1.0, max_points=3).tried) == 3  # 1, 2, 4: all pass
-    none = _search(-1.0, start_rate=1.0, min_rate=0.1, max_points=50)
+    assert len(_search(1e9, start_rate_per_s=1.0, max_points=3).tried) == 3  # 1, 2, 4: all pass
+    none = _search(-1.0, start_rate_per_s=1.0, min_rate_per_s=0.1, max_points=50)
     assert none.best is None and [r for r, _ in none.tried] == [1.0, 0.5, 0.25, 0.125]
     with pytest.raises(ConfigError, match="rate"):
         RateSearch(0.0)

@@ -205,22 +205,23 @@ class RateSearch:
 
     def __init__(
         self,
-        start_rate: float = 1.0,
+        start_rate_per_s: float = 1.0,
         *,
         max_points: int = 8,
         rel_tol: float = 0.1,
         factor: float = 2.0,
-        min_rate: float = 1e-3,
-        max_rate: float = 1e6,
+        min_rate_per_s: float = 1e-3,
+        max_rate_per_s: float = 1e6,
     ) -> None:
-        if not (start_rate > 0 and min_rate > 0 and max_rate >= start_rate >= min_rate):
-            raise ConfigError("rate", start_rate, f"a rate in [{min_rate:g}, {max_rate:g}] req/s")
+        lo, hi = min_rate_per_s, max_rate_per_s
+        if not (start_rate_per_s > 0 and lo > 0 and hi >= start_rate_per_s >= lo):
+            raise ConfigError("rate", start_rate_per_s, f"a rate in [{lo:g}, {hi:g}] req/s")
         if max_points < 1:
             raise ConfigError("max_points", max_points, "at least 1")
         if not (rel_tol > 0 and factor > 1):
             raise ConfigError("rel_tol", rel_tol, "rel_tol > 0 and factor > 1")
-        self.start_rate, self.max_points, self.rel_tol = start_rate, max_points, rel_tol
-        self.factor, self.min_rate, self.max_rate = factor, min_rate, max_rate
+        self.start_rate_per_s, self.max_points, self.rel_tol = start_rate_per_s, max_points, rel_tol
+        self.factor, self.min_rate_per_s, self.max_rate_per_s = factor, lo, hi
         self.tried: list[tuple[float, bool]] = []
 
     @property
@@ -237,15 +238,15 @@ class RateSearch:
         if len(self.tried) >= self.max_points:
             return None
         if not self.tried:
-            return self.start_rate
+            return self.start_rate_per_s
         lo, hi = self.best, self._lowest_fail()
         if lo is None:  # nothing passed yet: go down
             assert hi is not None
             rate = hi / self.factor
-            return rate if rate >= self.min_rate else None
+            return rate if rate >= self.min_rate_per_s else None
         if hi is None:  # nothing failed yet: go up
             rate = lo * self.factor
-            return rate if rate <= self.max_rate else None
+            return rate if rate <= self.max_rate_per_s else None
         if hi <= lo * (1 + self.rel_tol):
             return None
         return math.sqrt(lo * hi)

@@ -258,18 +258,27 @@ def _steady_state(
     }
 
 
-def _max_throughput(dep: Deployment, isl: int, osl: int, requests: int) -> dict[str, float]:
-    """trtllm-bench max throughput: an offline batch through the simulator (module docstring)."""
+def _offline_output_tokens_per_s(
+    dep: Deployment, isl: int, osl: int, requests: int, config: SchedulerConfig
+) -> float:
+    """Output tokens/s of an offline run (every request at t = 0) through the simulator, at
+    most SIM_MAX_REQUESTS of them, on the benchmark's scheduler settings."""
     result = simulate(
         deployment=dep,
         input_tokens=isl,
         output_tokens=osl,
         offline=True,
         num_requests=min(requests, SIM_MAX_REQUESTS),
-        config=TRT_BENCH_SCHEDULER,
+        config=config,
         trace_requests=0,
     )
-    return {"output_throughput": float(result.summary()["output_tokens_per_s"])}
+    return float(result.summary()["output_tokens_per_s"])
+
+
+def _max_throughput(dep: Deployment, isl: int, osl: int, requests: int) -> dict[str, float]:
+    """trtllm-bench max throughput: an offline batch through the simulator (module docstring)."""
+    out_tok_s = _offline_output_tokens_per_s(dep, isl, osl, requests, TRT_BENCH_SCHEDULER)
+    return {"output_throughput": out_tok_s}
 
 
 def _profile_step(dep: Deployment, kind: str, batch: int, tokens: int) -> dict[str, float]:
@@ -451,17 +460,8 @@ def _offline_vllm(
     dep: Deployment, isl: int, osl: int, requests: int, config: SchedulerConfig
 ) -> dict[str, float]:
     """An offline `benchmark_throughput.py` run through the simulator: total tokens/s."""
-    result = simulate(
-        deployment=dep,
-        input_tokens=isl,
-        output_tokens=osl,
-        offline=True,
-        num_requests=min(requests, SIM_MAX_REQUESTS),
-        config=config,
-        trace_requests=0,
-    )
-    s = result.summary()
-    return {"total_throughput": float(s["output_tokens_per_s"]) * (isl + osl) / osl}
+    out_tok_s = _offline_output_tokens_per_s(dep, isl, osl, requests, config)
+    return {"total_throughput": out_tok_s * (isl + osl) / osl}
 
 
 def _amd_rocm(row: Mapping[str, str]) -> Iterator[Row]:

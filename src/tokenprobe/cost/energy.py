@@ -38,9 +38,10 @@ stretches by 1/f, HBM-bound time only by 1/f^β (β = `memory_clock_sensitivity`
 in flight at a lower SM clock; Zeus/Perseus see memory-bound phases lose little speed), and the
 power reported is that at clock f, never above the cap. This is why seed 003 sees ~10 % speed
 lost at 70 % of TDP on inference: with the `vllm` profile on H100 at a 490 W cap, a prefill-heavy
-run (Llama-3.1-8B, 16 x 4096 in / 16 out) takes 11.7 % longer (70B TP4, 16 x 8192 / 8: 10.5 %)
-and uses 20 % less energy per input token; a decode-heavy one (8B, 64 x 128 / 1024) 0.9 %
-longer (70B TP4 at batch 128: 2.1 %), 7 % (20 %) less energy per output token.
+batch (Llama-3.1-8B, 16 x 4096 in / 16 out) takes 13.2 % longer end to end (70B TP4, 16 x 8192 /
+8: 11.7 %) and uses 20 % (22 %) less energy per input token; a decode-heavy one (8B, 64 x 128 /
+1024) 0.9 % longer (70B TP4 at batch 128: 2.2 %), 7 % (20 %) less energy per output token
+(`estimate_deployment`, docs/accuracy.md compares these with public measurements).
 
 What the H100 fit says (benchmarks/fit_profiles.py, ML.ENERGY v3, 243 rows): r = 9.2, i.e. ~7 pJ
 of on-chip energy per HBM byte beside the DRAM's 31 pJ, and b = 0.45 (283 W above idle while

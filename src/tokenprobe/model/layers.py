@@ -9,14 +9,15 @@ new part (its parameters, cache, FLOP/bytes, TP split) plus the reader of its HF
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from tokenprobe.model.attention import Dsa, Gqa, Mla
 from tokenprobe.model.ffn import DenseMlp, Moe
 from tokenprobe.model.recurrent import GatedDeltaNet, Mamba2
 
 if TYPE_CHECKING:
+    from tokenprobe.model.shapes import GdnSpec, MambaSpec
     from tokenprobe.model.spec import LayerSpec, ModelSpec
 
 Attention = Gqa | Mla | Dsa
@@ -66,18 +67,19 @@ def build_attention(m: ModelSpec, window: int) -> Attention:
     )
 
 
+def _shape_fields(shape: GdnSpec | MambaSpec) -> dict[str, Any]:
+    """A config-level shape (model/shapes.py) as keyword arguments of its part."""
+    return {f.name: getattr(shape, f.name) for f in fields(shape)}
+
+
 def build_mixer(m: ModelSpec, spec: LayerSpec) -> Mixer | None:
     if spec.attention in ("full", "sliding"):
         return build_attention(m, spec.window)
     if spec.attention == "linear" and m.linear_attention is not None:
-        g = m.linear_attention
-        return GatedDeltaNet(m.hidden_size, g.key_heads, g.value_heads, g.key_head_dim,
-                             g.value_head_dim, g.conv_kernel, g.fp32_state)  # fmt: skip
+        # the part takes the config's shape field for field (the same names), plus the width
+        return GatedDeltaNet(m.hidden_size, **_shape_fields(m.linear_attention))
     if spec.attention == "mamba" and m.mamba is not None:
-        s = m.mamba
-        return Mamba2(m.hidden_size, s.heads, s.head_dim, s.groups, s.state_size,
-                      s.conv_kernel, s.chunk_size, s.conv_bias, s.proj_bias,
-                      s.fp32_state)  # fmt: skip
+        return Mamba2(m.hidden_size, **_shape_fields(m.mamba))
     return None
 
 

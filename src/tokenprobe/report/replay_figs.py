@@ -28,6 +28,8 @@ _ROWS: dict[str, tuple[str, Any]] = {
     "joules_per_output_token": ("J per output token", fmt.num),
 }
 _PANELS = (("ttft_s", "TTFT"), ("e2e_s", "end-to-end time"))
+# above this many points plotly's WebGL scatter draws them (the SVG one slows the page down)
+WEBGL_POINTS = 1000
 
 
 def replay_table(replayed: dict[str, Any]) -> Table:
@@ -73,7 +75,7 @@ def replay_scatter(per_request: dict[str, list[Any]]) -> Figure | None:
         prompts = [per_request["input_tokens"][j] for j in keep]
         data.append(
             {
-                "type": "scattergl" if len(x) > 1000 else "scatter",
+                "type": "scattergl" if len(x) > WEBGL_POINTS else "scatter",
                 "mode": "markers",
                 "name": f"{label} per request",
                 "x": x,

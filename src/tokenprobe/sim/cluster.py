@@ -116,23 +116,9 @@ class ClusterResult:
         router, the imbalance and one row per replica."""
         summary = summarize(self.run(with_timeline=False), self.slo_ttft_s, self.slo_tpot_s)
         parts = [part.to_dict() for part in self.replicas]
-        duration = summary["duration_s"] or 0.0
-        busy = [p["busy_fraction"] or 0.0 for p in parts]
         return {
             **summary,
-            "energy": fleet_energy(parts, summary, duration, self._tail_idle_j(duration)),
-            "kv": {
-                "peak_blocks_used": max(p["kv"]["peak_blocks_used"] for p in parts),
-                "capacity_blocks": parts[0]["kv"]["capacity_blocks"],
-                "block_size": parts[0]["kv"]["block_size"],
-                "capacity_tokens": parts[0]["kv"]["capacity_tokens"],
-                "per": "replica",
-            },
-            "preemptions": sum(p["preemptions"] for p in parts),
-            "rejected": sum(p["rejected"] for p in parts),
-            "steps": sum(p["steps"] for p in parts),
-            "busy_fraction": float(np.mean(busy)),
-            "itl_traced_requests": sum(p["itl_traced_requests"] for p in parts),
+            **fleet_totals(self.replicas, parts, summary, self.idle_w, "replica"),
             "config": self.config,
             "replicas": len(parts),
             "router": self.router,
@@ -140,16 +126,40 @@ class ClusterResult:
             "per_replica": [replica_row(i, p) for i, p in enumerate(parts)],
         }
 
-    def _tail_idle_j(self, end_s: float) -> float:
-        """The idle energy of replicas that finished before the fleet's last one: their GPUs
-        stay on, at idle power, until the fleet's run ends (the fleet timeline has it too)."""
-        return sum(self.idle_w * max(0.0, end_s - part.engine.end_s) for part in self.replicas)
-
     def write(self, directory: str | Path) -> Path:
         return write_run(self.run(), directory, summary=self.to_dict())
 
 
 _SUMMED = ("total_j", "step_j", "idle_j", "prefill_j", "decode_j")
+
+
+def fleet_totals(
+    results: list[SimResult],
+    parts: list[dict[str, Any]],
+    summary: dict[str, Any],
+    idle_w: float,
+    per: str,
+) -> dict[str, Any]:
+    """The keys of a single run's `SimResult.to_dict()` that add up over a fleet's members
+    (`results`, and `parts` their dicts): energy with the idle tail of those that finished
+    before the last one (their GPUs stay on, at `idle_w` each, until the fleet's run ends, as
+    the fleet timeline has it), the KV pool of one member (`per` names it) with the peak of
+    any, preemptions, rejections, steps, the mean GPU busy share and the traced requests."""
+    end_s = summary["duration_s"] or 0.0
+    tail_j = sum(idle_w * max(0.0, end_s - r.engine.end_s) for r in results)
+    return {
+        "energy": fleet_energy(parts, summary, end_s, tail_j),
+        "kv": {
+            **parts[0]["kv"],
+            "peak_blocks_used": max(p["kv"]["peak_blocks_used"] for p in parts),
+            "per": per,
+        },
+        "preemptions": sum(p["preemptions"] for p in parts),
+        "rejected": sum(p["rejected"] for p in parts),
+        "steps": sum(p["steps"] for p in parts),
+        "busy_fraction": float(np.mean([p["busy_fraction"] or 0.0 for p in parts])),
+        "itl_traced_requests": sum(p["itl_traced_requests"] for p in parts),
+    }
 
 
 def fleet_energy(
@@ -233,13 +243,21 @@ def _tagged(
         yield t_s, index, b, k, q, p, pre, dec
 
 
-def no_conversations(requests: list[RequestSpec]) -> None:
-    """Follow-up turns arrive when their previous turn ends, on the replica that served it: a
-    router placing them by a drawn arrival time would split conversations (not modelled yet)."""
+def fleet_requests(workload: Workload, seed: int) -> list[RequestSpec]:
+    """The requests a fleet (replicas or prefill/decode workers) is sent: open loop and single
+    turn only. A closed loop's users belong to one replica each, and follow-up turns arrive when
+    their previous turn ends, on the replica that served it: a router placing them by a drawn
+    arrival time would split conversations (not modelled yet)."""
+    if workload.arrival.closed_loop:
+        raise ConfigError(
+            "arrival", workload.arrival.kind, "open-loop arrivals with --replicas / --disaggregate"
+        )
+    requests = workload.generate(np.random.default_rng(seed))
     if any(spec.turn for spec in requests):
         raise ConfigError(
             "conversation", "turns > 1", "single-turn requests with --replicas / --disaggregate"
         )
+    return requests
 
 
 def open_engines(
@@ -254,6 +272,8 @@ def open_engines(
 ) -> list[tuple[Engine, BlockPool]]:
     """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool, which
     holds `state_blocks` of recurrent state per running sequence for hybrid models)."""
+    if scheduler not in SCHEDULERS:
+        raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     out = []
     for _ in range(n):
         pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching, state_blocks)
@@ -306,16 +326,13 @@ def run_cluster(
     frontend_s: float = 0.0,
 ) -> ClusterResult:
     """`replicas` copies of one replica behind `router` (module docstring)."""
-    if isinstance(replicas, bool) or not isinstance(replicas, int):
+    if (
+        isinstance(replicas, bool)
+        or not isinstance(replicas, int)
+        or not (1 <= replicas <= MAX_REPLICAS)
+    ):
         raise ConfigError("replicas", replicas, f"an integer in [1, {MAX_REPLICAS}]")
-    if not 1 <= replicas <= MAX_REPLICAS:
-        raise ConfigError("replicas", replicas, f"an integer in [1, {MAX_REPLICAS}]")
-    if workload.arrival.closed_loop:
-        raise ConfigError(
-            "arrival", workload.arrival.kind, "open-loop arrivals with --replicas (module doc)"
-        )
-    if scheduler not in SCHEDULERS:
-        raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
+    requests = fleet_requests(workload, seed)
     choose = Router(router, replicas)
     idle_w = idle_power_w(dep)
     state = state_blocks_per_seq(dep, config.block_size)
@@ -323,8 +340,6 @@ def run_cluster(
         replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state
     )
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
-    requests = workload.generate(np.random.default_rng(seed))
-    no_conversations(requests)
     for spec in requests:
         t = spec.arrival_s
         advance(engines, t)

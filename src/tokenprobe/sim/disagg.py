@@ -47,17 +47,16 @@ from tokenprobe.records import RequestRecord, Run, write_run
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.sim.cluster import (
     advance,
-    fleet_energy,
+    fleet_requests,
     fleet_run,
+    fleet_totals,
     imbalance,
-    no_conversations,
     open_engines,
     replica_row,
 )
 from tokenprobe.sim.engine import Engine, StepFn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
-from tokenprobe.sim.schedulers import SCHEDULERS
 from tokenprobe.units import GIGA
 from tokenprobe.workload import RequestSpec, Workload
 
@@ -109,31 +108,15 @@ class DisaggResult:
     def run(self, with_timeline: bool = True) -> Run:
         return fleet_run(self.config, self.records, self.workers, with_timeline)
 
-    def _end_s(self) -> float:
-        return max(part.engine.end_s for part in self.workers)
-
     def to_dict(self) -> dict[str, Any]:
         summary = summarize(self.run(with_timeline=False), self.slo_ttft_s, self.slo_tpot_s)
         prefill = [p.to_dict() for p in self.prefill]
         decode = [p.to_dict() for p in self.decode]
-        end = self._end_s()
-        tail = sum(self.idle_w * max(0.0, end - p.engine.end_s) for p in self.workers)
         transfer = _extra_values(self.records, "kv_transfer_s")
         wait = _extra_values(self.records, "kv_link_wait_s")
         return {
             **summary,
-            "energy": fleet_energy([*prefill, *decode], summary, summary["duration_s"] or 0, tail),
-            "preemptions": sum(p["preemptions"] for p in [*prefill, *decode]),
-            "rejected": sum(p["rejected"] for p in [*prefill, *decode]),
-            "steps": sum(p["steps"] for p in [*prefill, *decode]),
-            "busy_fraction": float(
-                np.mean([p["busy_fraction"] or 0.0 for p in [*prefill, *decode]])
-            ),
-            "kv": {
-                **decode[0]["kv"],
-                "peak_blocks_used": max(p["kv"]["peak_blocks_used"] for p in [*prefill, *decode]),
-                "per": "worker",
-            },
+            **fleet_totals(self.workers, [*prefill, *decode], summary, self.idle_w, "worker"),
             "config": self.config,
             "disaggregate": f"{len(prefill)}p{len(decode)}d",
             "kv_transfer": {
@@ -194,12 +177,7 @@ def run_disaggregated(
     slo_tpot_s: float | None = None,
 ) -> DisaggResult:
     """P prefill and D decode workers of `dep` (module docstring)."""
-    if workload.arrival.closed_loop:
-        raise ConfigError(
-            "arrival", workload.arrival.kind, "open-loop arrivals with disaggregation"
-        )
-    if scheduler not in SCHEDULERS:
-        raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
+    requests = fleet_requests(workload, seed)
     bandwidth, latency_s = kv_link(dep, split)
     if kv_link_bytes_per_s is not None:
         bandwidth = kv_link_bytes_per_s
@@ -215,8 +193,6 @@ def run_disaggregated(
     decode_side = open_engines(
         split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
     )
-    requests = workload.generate(np.random.default_rng(seed))
-    no_conversations(requests)
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
     p_engines = [e for e, _ in prefill_side]
