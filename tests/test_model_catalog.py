@@ -75,11 +75,13 @@ COUNTS: dict[str, Callable[[ModelSpec], int]] = {
 
 
 def parse_published(text: str) -> tuple[float, float]:
-    """'8.03B' -> (8.03e9, 0.01e9): the figure and one unit of its last printed digit."""
-    match = re.fullmatch(r"(\d+)(?:\.(\d+))?B", text)
+    """'8.03B' -> (8.03e9, 0.01e9): the figure and one unit of its last printed digit; a figure
+    printed in trillions ('1.03T', Kimi-K2 on the Hub) likewise."""
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?([BT])", text)
     assert match, f"published count {text!r} is not like '8.03B'"
     decimals = len(match.group(2) or "")
-    return float(text[:-1]) * GIGA, 10.0**-decimals * GIGA
+    scale = GIGA * (1000.0 if match.group(3) == "T" else 1.0)
+    return float(text[:-1]) * scale, 10.0**-decimals * scale
 
 
 def _published_cases() -> list[Any]:
@@ -182,6 +184,7 @@ def test_parse_published_keeps_the_printed_precision() -> None:
     assert parse_published("8.03B") == pytest.approx((8.03e9, 0.01e9))
     assert parse_published("37B") == pytest.approx((37e9, 1e9))
     assert parse_published("70.0B") == pytest.approx((70e9, 0.1e9))
+    assert parse_published("1.03T") == pytest.approx((1.03e12, 0.01e12))
 
 
 @pytest.mark.parametrize(("name", "key", "text"), _published_cases())
@@ -472,11 +475,11 @@ def test_same_shape_check_tells_kimi_k2_from_deepseek_v3() -> None:
 
 
 def test_an_hf_id_of_a_known_family_not_in_the_catalog_is_refused_with_close_ids() -> None:
-    """Kimi-K2 has DeepSeek-V3's architecture with 384 routed experts, another shape: its id is
-    not guessed to be V3's; the refusal lists the closest catalog ids (its config.json can be
-    passed instead)."""
+    """Kimi-K2-Thinking has Kimi-K2's architecture, but its config (an INT4 compressed-tensors
+    checkpoint) was not transcribed: its id is not guessed to be kimi-k2's; the refusal lists
+    the closest catalog ids (its config.json can be passed instead)."""
     with pytest.raises(UnknownModelError) as info:
-        get_model("moonshotai/Kimi-K2-Instruct")
+        get_model("moonshotai/Kimi-K2-Thinking")
     assert "closest known" in str(info.value)
 
 
@@ -530,10 +533,6 @@ NOT_IN_CATALOG = {
     "microsoft/phi-2": "Phi-2 `phi` family (parallel block, partial rotary): no reader",
     "Qwen/Qwen-72B": "remote-code `qwen` (Qwen-1) family: no reader",
     "internlm/internlm-20b": "remote-code `internlm` family: no reader",
-    "nvidia/NVIDIA-Nemotron-Nano-12B-v2": "hybrid Mamba-2 read, but no config transcribed",
-    "Qwen/Qwen3-Coder-480B-A35B-Instruct": "no config transcribed (its qwen3_moe config's "
-    "use_qk_norm key is not read yet)",
-    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": "as Qwen3-Coder-480B-A35B-Instruct",
 }
 
 

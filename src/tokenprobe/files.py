@@ -103,18 +103,29 @@ def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def parse_json(text: str, source: str) -> Any:
-    """JSON text to Python objects; NaN/Infinity refused; SchemaError naming `source`."""
+def _infinity_only(name: str) -> float:
+    """Python's json writes float('inf') as Infinity, so configs saved by transformers carry it
+    where a bound is open (NemotronHConfig's time_step_limit default (0.0, inf)); NaN is never
+    a legitimate value and stays refused."""
+    if name == "NaN":
+        return _reject_constant(name)
+    return math.inf if name == "Infinity" else -math.inf
+
+
+def parse_json(text: str, source: str, *, infinity: bool = False) -> Any:
+    """JSON text to Python objects; SchemaError naming `source`. NaN is refused, and so are
+    Infinity/-Infinity unless `infinity` (Hugging Face configs, whose readers check every value
+    they use with `finite` or an integer check, so an infinite one is refused where it matters)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_infinity_only if infinity else _reject_constant)
     except RecursionError:
         raise SchemaError(source, "is nested too deeply to be JSON tokenprobe reads") from None
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
         raise SchemaError(source, f"is not valid JSON: {exc}") from None
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
-    return parse_json(read_text(path), str(path))
+def read_json(path: str | os.PathLike[str], *, infinity: bool = False) -> Any:
+    return parse_json(read_text(path), str(path), infinity=infinity)
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:

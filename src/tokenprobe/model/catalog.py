@@ -9,9 +9,10 @@ is in neither list is refused (its config may differ): pass its config.json inst
 without an owner (`Qwen3-14B-FP8` for `Qwen/Qwen3-14B-FP8`) resolves when exactly one entry
 lists an HF id of that repository name.
 
-Every file is read through `tokenprobe.files.read_json`, so a binary, non-UTF-8, unreadable or
-NaN-holding file, a folder or a FIFO is one SchemaError naming it; a config that does not
-describe a model tokenprobe can price is one SchemaError naming the file, the field and the value.
+Every file is read through `tokenprobe.files.read_json` (Infinity accepted, as transformers
+writes it for open bounds), so a binary, non-UTF-8, unreadable or NaN-holding file, a folder or
+a FIFO is one SchemaError naming it; a config that does not describe a model tokenprobe can price
+is one SchemaError naming the file, the field and the value.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ CATALOG_DIR = Path(__file__).parent.parent / "catalog" / "models"
 
 
 def _read_config(file: Path) -> dict[str, Any]:
-    cfg = read_json(file)
+    # Infinity is legitimate in an HF config (Nemotron-H's time_step_limit [0.0, Infinity]);
+    # the readers check every value they use, so an infinite width is still refused by name
+    cfg = read_json(file, infinity=True)
     if not isinstance(cfg, dict):
         raise SchemaError(str(file), "a config.json must hold a JSON object")
     return cfg

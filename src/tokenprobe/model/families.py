@@ -64,6 +64,9 @@ NEUTRAL_KEYS = frozenset(
         "num_mtp_layers",
         "mtp_num_hidden_layers",  # Qwen3.5's MTP layer, likewise not run or counted
         "mtp_use_dedicated_embeddings",
+        "use_mtp",  # MiniMax-M2's 3 MTP modules of 1 layer each, likewise
+        "num_mtp_modules",
+        "mtp_transformer_layers",
     }
 )
 
@@ -140,7 +143,8 @@ class Family:
     gated: bool | None = True  # None: from hidden_act (unknown families)
     norm_bias: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    hybrid: str = ""  # "gdn": Gated DeltaNet layers (Qwen3-Next); "dsa": sparse MLA (V3.2)
+    hybrid: str = ""  # "gdn": Gated DeltaNet layers (Qwen3-Next); "dsa": sparse MLA (V3.2,
+    # GLM-5); "minimax": MiniMax-M2's attention-type list and full-width q/k norms
 
 
 _TF = "transformers src/transformers/models/"
@@ -195,8 +199,9 @@ FAMILIES: dict[str, Family] = {
         qk_norm="always",
     ),
     "qwen3_moe": Family(
-        _TF + "qwen3_moe/configuration_qwen3_moe.py Qwen3MoeConfig",
-        _BASE | _QWEN_WINDOWS | _QWEN_MOE | {"attention_bias"},
+        _TF + "qwen3_moe/configuration_qwen3_moe.py Qwen3MoeConfig (Qwen3-Coder-480B's config also "
+        "says use_qk_norm: true, which Qwen3MoeAttention always applies)",
+        _BASE | _QWEN_WINDOWS | _QWEN_MOE | {"attention_bias", "use_qk_norm"},
         tie=False,
         kv_heads=4,
         windows="qwen",
@@ -258,6 +263,38 @@ FAMILIES: dict[str, Family] = {
         moe="deepseek",
         defaults={"n_shared_experts": 1, "first_k_dense_replace": 3},
         hybrid="dsa",
+    ),
+    "glm_moe_dsa": Family(
+        _TF + "glm_moe_dsa/configuration_glm_moe_dsa.py GlmMoeDsaConfig (GLM-5: DeepSeek-V3.2's "
+        "MLA with the lightning indexer on every layer, dense-first MoE with a shared expert)",
+        _BASE
+        | _MLA
+        | _DEEPSEEK_MOE
+        | _DSA
+        | {"moe_layer_freq", "attention_bias"}
+        | {"mlp_layer_types", "layer_types"},
+        tie=False,
+        moe="deepseek",
+        defaults={"n_shared_experts": 1, "first_k_dense_replace": 3, "index_n_heads": 32}
+        | {"index_head_dim": 128, "index_topk": 2048},
+        hybrid="dsa",
+    ),
+    "minimax_m2": Family(
+        _TF + "minimax_m2/configuration_minimax_m2.py MiniMaxM2Config; vLLM minimax_m2.py (every "
+        "layer full GQA with q/k RMSNorms over all heads, Mixtral-style experts of "
+        "intermediate_size, no shared expert)",
+        _BASE
+        | {"num_local_experts", "num_experts_per_tok", "use_qk_norm", "qk_norm_type"}
+        | {"attn_type_list", "shared_intermediate_size", "mlp_intermediate_size"}
+        | {"use_routing_bias", "attention_bias"},
+        tie=False,
+        head_dim=128,
+        kv_heads=8,
+        moe="mixtral",
+        bias="attention_bias_qkv",
+        qk_norm="use_qk_norm",
+        defaults={"num_local_experts": 256, "num_experts_per_tok": 8},
+        hybrid="minimax",
     ),
     "qwen3_next": Family(
         _TF + "qwen3_next/configuration_qwen3_next.py Qwen3NextConfig, modeling_qwen3_next.py",

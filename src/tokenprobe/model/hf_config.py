@@ -15,7 +15,13 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.model.families import Family, check_shape_keys, family_of, is_set
-from tokenprobe.model.hf_hybrid import dsa_spec, gdn_fields, nemotron_h
+from tokenprobe.model.hf_hybrid import (
+    dsa_spec,
+    gdn_fields,
+    glm_dsa_layout,
+    minimax_norm_params,
+    nemotron_h,
+)
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
     MAX_HEAD_DIM,
@@ -140,7 +146,9 @@ def _attention_kinds(c: _Cfg, fam: Family, layers: int) -> tuple[tuple[Attention
     if fam.windows == "llama4":
         return _llama4_kinds(c, layers)
     window = _window(c, "sliding_window", "sliding_window_size")
-    explicit = _explicit_layer_types(c, layers) if "layer_types" in fam.keys else None
+    # GLM-5's layer_types name its sparse attention on every layer (checked by glm_dsa_layout)
+    has_kinds = "layer_types" in fam.keys and fam.hybrid != "dsa"
+    explicit = _explicit_layer_types(c, layers) if has_kinds else None
     if fam.windows == "qwen" and not c.flag("use_sliding_window", False):
         # Qwen2/3 configs carry a window that is off unless use_sliding_window: Qwen2Config
         # sets sliding_window None then, so even a "sliding_attention" layer attends fully
@@ -318,19 +326,26 @@ def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
     elif fam.moe == "qwen" and moe is not None and moe.num_shared_experts:
         extra = layers * hidden  # Qwen2-MoE's shared_expert_gate, hidden -> 1, per layer
     qk_norm = fam.qk_norm == "always" or (bool(fam.qk_norm) and c.flag(fam.qk_norm, False))
+    if fam.qk_norm == "always" and not c.flag("use_qk_norm", True):
+        raise ConfigError("use_qk_norm", False, "this family's attention always norms q and k")
+    head_dim = _head_dim(c, fam, hidden, heads)
     hybrid: dict[str, Any] = {}
     if fam.hybrid == "gdn":
         hybrid = gdn_fields(c, layers)
         kinds, window = hybrid.pop("layer_types"), 0
     elif fam.hybrid == "dsa" and mla is not None:
+        if "mlp_layer_types" in fam.keys:
+            glm_dsa_layout(c, layers, moe.first_dense_layers if moe is not None else layers)
         hybrid = {"dsa": dsa_spec(c)}
+    elif fam.hybrid == "minimax":
+        extra += minimax_norm_params(c, layers, heads, kv_heads, head_dim)
     return {
         **hybrid,
         "hidden_size": hidden,
         "num_layers": layers,
         "num_heads": heads,
         "num_kv_heads": heads if mla is not None else kv_heads,
-        "head_dim": _head_dim(c, fam, hidden, heads),
+        "head_dim": head_dim,
         "intermediate_size": c.count(
             *dense, "intermediate_size", hi=MAX_INTERMEDIATE_SIZE, default=_unused_dense(moe)
         ),

@@ -18,6 +18,17 @@ naming the field. Sources of the conventions:
   default, `NemotronHForCausalLMConfig`).
 - DeepSeek-V3.2: github.com/deepseek-ai/DeepSeek-V3.2-Exp inference/model.py `ModelArgs`
   (`index_n_heads` 64, `index_head_dim` 128, `index_topk` 2048) on the DeepSeek-V3 reader.
+- GLM-5 (`glm_moe_dsa`): transformers `GlmMoeDsaConfig` (huggingface/transformers@008e5743
+  src/transformers/models/glm_moe_dsa/configuration_glm_moe_dsa.py): the same MLA + indexer
+  layers; `mlp_layer_types` defaults to `first_k_dense_replace` dense layers then MoE,
+  `layer_types` to "deepseek_sparse_attention" on every layer, `indexer_types` to "full" (each
+  layer runs its indexer) unless `index_topk_freq` / `index_topk_pattern` make some "shared"
+  (reusing an earlier layer's top-k, with no indexer of their own): not modelled, refused.
+- MiniMax-M2: vLLM vllm/model_executor/models/minimax_m2.py (vllm-project/vllm@01d99586):
+  `attn_type_list` 1 = softmax attention on every layer (0 was MiniMax-01's lightning
+  attention), `q_norm` / `k_norm` RMSNorms over all heads·head_dim (`qk_norm_type` per_layer),
+  experts of `intermediate_size`, no shared MLP (`shared_intermediate_size` 0;
+  `mlp_intermediate_size` is read by no module of vLLM's or transformers' MiniMaxM2).
 """
 
 from __future__ import annotations
@@ -187,3 +198,55 @@ def nemotron_h(c: _Cfg, tie: bool) -> dict[str, Any]:
         "mamba": mamba if "mamba" in kinds else None,
         "mixer_only": True,
     }
+
+
+# ---- GLM-5 (glm_moe_dsa) ----------------------------------------------------------------------
+
+
+def glm_dsa_layout(c: _Cfg, layers: int, first_dense: int) -> None:
+    """Check GLM-5's per-layer lists against the layout priced (module docstring)."""
+    if c.has("layer_types"):
+        names = c.entries("layer_types", str, MAX_LAYERS)
+        if names != ["deepseek_sparse_attention"] * layers:
+            raise ConfigError("layer_types", names, f"deepseek_sparse_attention x {layers}")
+    if c.has("mlp_layer_types"):
+        names = c.entries("mlp_layer_types", str, MAX_LAYERS)
+        want = ["dense"] * first_dense + ["sparse"] * (layers - first_dense)
+        if names != want:
+            raise ConfigError(
+                "mlp_layer_types", names, f"first_k_dense_replace={first_dense} dense, then sparse"
+            )
+    if c.has("indexer_types"):
+        names = c.entries("indexer_types", str, MAX_LAYERS)
+        if names != ["full"] * layers:
+            raise ConfigError("indexer_types", names, "every layer's own indexer (full)")
+    if c.count("index_topk_freq", hi=MAX_LAYERS, default=1) != 1:
+        raise ConfigError("index_topk_freq", c.raw("index_topk_freq"), "1 (every layer indexes)")
+    if c.has("index_topk_pattern"):
+        pattern = c.raw("index_topk_pattern")
+        if not isinstance(pattern, str) or set(pattern) - {"F"}:
+            raise ConfigError("index_topk_pattern", pattern, "F on every layer")
+
+
+# ---- MiniMax-M2 -------------------------------------------------------------------------------
+
+
+def minimax_norm_params(c: _Cfg, layers: int, heads: int, kv_heads: int, head_dim: int) -> int:
+    """Check MiniMax-M2's attention list and shared MLP; return the weights its full-width q/k
+    norms hold beyond the per-head pair the Gqa part counts (2·head_dim per layer)."""
+    if c.has("attn_type_list"):
+        kinds = c.entries("attn_type_list", int, MAX_LAYERS)
+        if kinds != [1] * layers:
+            raise ConfigError(
+                "attn_type_list", kinds, f"1 (softmax attention) on all {layers} layers"
+            )
+    if c.count("shared_intermediate_size", hi=MAX_INTERMEDIATE_SIZE, lo=0, default=0):
+        raise ConfigError(
+            "shared_intermediate_size", c.raw("shared_intermediate_size"), "0 (no shared MLP)"
+        )
+    norm = c.text("qk_norm_type", "per_layer")
+    if norm not in ("per_layer", "per_head"):
+        raise ConfigError("qk_norm_type", norm, "per_layer or per_head")
+    if not c.flag("use_qk_norm", False) or norm == "per_head":
+        return 0
+    return layers * (heads + kv_heads - 2) * head_dim
