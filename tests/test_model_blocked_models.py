@@ -81,6 +81,7 @@ def test_minimax_m2_counts_its_full_width_qk_norms() -> None:
         ("attn_type_list", [1] * 61 + [0]),  # a lightning-attention layer (MiniMax-01's kind)
         ("shared_intermediate_size", 1536),
         ("qk_norm_type", "per_token"),
+        ("use_qk_norm", False),  # vLLM's MiniMaxM2Attention builds its q/k norms regardless
     ],
 )
 def test_minimax_m2_refuses_what_it_does_not_price(key: str, value: Any) -> None:

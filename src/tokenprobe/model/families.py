@@ -9,8 +9,8 @@ Qwen3 128, gpt-oss 64, Llama 4 128; elsewhere hidden_size // num_attention_heads
 GPT-BigCode and Nemotron-H have their own readers (Falcon's and GPT-BigCode's KV heads come from
 `multi_query`, `new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`;
 Nemotron-H's layers from `hybrid_override_pattern`); Qwen3-Next / Qwen3.5 (Gated DeltaNet
-hybrids) and DeepSeek-V3.2 (sparse attention) add their keys to the decoder reader
-(`hf_hybrid.py`).
+hybrids), DeepSeek-V3.2 and GLM-5 (sparse attention) and MiniMax-M2 (attention-type list,
+full-width q/k norms) add their keys to the decoder reader (`hf_hybrid.py`).
 
 The rule for keys (what keeps a config from being read silently wrong):
 - A *shape key* is one whose name matches `SHAPE_KEY` (widths, heads, layers, experts and
@@ -275,8 +275,13 @@ FAMILIES: dict[str, Family] = {
         | {"mlp_layer_types", "layer_types"},
         tie=False,
         moe="deepseek",
-        defaults={"n_shared_experts": 1, "first_k_dense_replace": 3, "index_n_heads": 32}
-        | {"index_head_dim": 128, "index_topk": 2048},
+        defaults={
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 3,
+            "index_n_heads": 32,
+            "index_head_dim": 128,
+            "index_topk": 2048,
+        },
         hybrid="dsa",
     ),
     "minimax_m2": Family(
@@ -292,7 +297,7 @@ FAMILIES: dict[str, Family] = {
         kv_heads=8,
         moe="mixtral",
         bias="attention_bias_qkv",
-        qk_norm="use_qk_norm",
+        qk_norm="always",  # vLLM and transformers build q_norm/k_norm whatever use_qk_norm says
         defaults={"num_local_experts": 256, "num_experts_per_tok": 8},
         hybrid="minimax",
     ),

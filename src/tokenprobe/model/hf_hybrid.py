@@ -233,7 +233,8 @@ def glm_dsa_layout(c: _Cfg, layers: int, first_dense: int) -> None:
 
 def minimax_norm_params(c: _Cfg, layers: int, heads: int, kv_heads: int, head_dim: int) -> int:
     """Check MiniMax-M2's attention list and shared MLP; return the weights its full-width q/k
-    norms hold beyond the per-head pair the Gqa part counts (2·head_dim per layer)."""
+    norms hold beyond the per-head pair the Gqa part counts (2·head_dim per layer). The norms
+    are always there (use_qk_norm false is refused by the decoder reader)."""
     if c.has("attn_type_list"):
         kinds = c.entries("attn_type_list", int, MAX_LAYERS)
         if kinds != [1] * layers:
@@ -247,6 +248,6 @@ def minimax_norm_params(c: _Cfg, layers: int, heads: int, kv_heads: int, head_di
     norm = c.text("qk_norm_type", "per_layer")
     if norm not in ("per_layer", "per_head"):
         raise ConfigError("qk_norm_type", norm, "per_layer or per_head")
-    if not c.flag("use_qk_norm", False) or norm == "per_head":
+    if norm == "per_head":
         return 0
     return layers * (heads + kv_heads - 2) * head_dim
