@@ -75,6 +75,18 @@ def test_minimax_m2_counts_its_full_width_qk_norms() -> None:
     assert full.moe.num_shared_experts == 0
 
 
+def test_minimax_m2_5_matches_its_safetensors_total() -> None:
+    """M2.5 resolves to minimax-m2 by its transcribed shape; its checkpoint's total from the HF
+    API, 228,703,644,928 (quoted in a public parameter-count test), exceeds ours by the fp8
+    checkpoint's block scales: one fp32 scale per 128 x 128 block of every quantized matrix
+    (all but the embedding and LM head: modules_to_not_convert gate, lm_head), so about
+    (total - embedding - head) / 16,384 = 227.46e9 / 16,384 = 13.88 M more tensors' elements."""
+    spec = get_model("MiniMaxAI/MiniMax-M2.5")
+    assert spec.name == "minimax-m2"
+    scales = (spec.params_total - spec.embedding_params - spec.lm_head_params) / (128 * 128)
+    assert 228_703_644_928 - spec.params_total == pytest.approx(scales, rel=0.02)
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
