@@ -1,7 +1,7 @@
 """The models issue 18 item 2 listed as blocked: Kimi-K2, Qwen3-Coder-480B, MiniMax-M2, GLM-5,
-Nemotron-H-8B and Nemotron-Nano-12B-v2. Their published parameter counts are checked with the
-rest of the catalog (test_model_catalog.py); here are the reader rules each needed and the
-architecture facts, every figure derived by hand from the config in the test's comment."""
+Nemotron-H-8B/47B/56B and Nemotron-Nano-12B-v2. Their published parameter counts are checked
+with the rest of the catalog (test_model_catalog.py); here are the reader rules each needed and
+the architecture facts, every figure derived by hand from the config in the test's comment."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tokenprobe.files import parse_json
 from tokenprobe.model import CATALOG_DIR, from_hf_config, get_model, load_config_file
 
 NEW = ("kimi-k2", "qwen3-coder-480b-a35b", "minimax-m2", "glm-5", "nemotron-h-8b",
-       "nemotron-nano-12b-v2")  # fmt: skip
+       "nemotron-h-47b", "nemotron-h-56b", "nemotron-nano-12b-v2")  # fmt: skip
 
 
 def _config(name: str) -> dict[str, Any]:
@@ -166,6 +166,18 @@ def test_nemotron_h_8b_state_per_sequence() -> None:
     assert spec.architecture == "hybrid Mamba-2+GQA dense"
 
 
+@pytest.mark.parametrize(
+    ("hf_id", "layers"),
+    [
+        ("nvidia/Nemotron-H-56B-Base-8K", (54, 10, 54)),  # NVIDIA: 54 Mamba-2, 10 attn, 54 MLP
+        ("nvidia/Nemotron-H-47B-Base-8K", (45, 5, 48)),  # model card: five attention layers
+    ],
+)
+def test_nemotron_h_47b_and_56b_layer_kinds(hf_id: str, layers: tuple[int, int, int]) -> None:
+    kinds = get_model(hf_id).layer_types
+    assert (kinds.count("mamba"), kinds.count("full"), kinds.count("mlp")) == layers
+
+
 def test_nemotron_nano_12b_v2_has_the_9b_layer_kinds_wider() -> None:
     spec = get_model("nvidia/NVIDIA-Nemotron-Nano-12B-v2")
     kinds = spec.layer_types
@@ -188,6 +200,8 @@ def test_models_lists_each_with_its_architecture_kind() -> None:
         "minimax-m2": "MoE GQA",
         "glm-5": "MoE MLA+DSA",
         "nemotron-h-8b": "hybrid Mamba-2+GQA dense",
+        "nemotron-h-47b": "hybrid Mamba-2+GQA dense",
+        "nemotron-h-56b": "hybrid Mamba-2+GQA dense",
         "nemotron-nano-12b-v2": "hybrid Mamba-2+GQA dense",
     }
 
