@@ -291,7 +291,10 @@ FAMILIES: dict[str, Family] = {
         _BASE
         | {"num_local_experts", "num_experts_per_tok", "use_qk_norm", "qk_norm_type"}
         | {"attn_type_list", "shared_intermediate_size", "mlp_intermediate_size"}
-        | {"use_routing_bias", "attention_bias"},
+        | {"use_routing_bias", "attention_bias"}
+        # MiniMax-01's residual scalars, if a config still carries them: no weight, and read by
+        # no module of vLLM's MiniMaxM2 (its linear-attention layers are gone: attn_type_list)
+        | {"layernorm_linear_attention_alpha", "layernorm_linear_attention_beta"},
         tie=False,
         head_dim=128,
         kv_heads=8,
