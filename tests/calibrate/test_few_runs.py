@@ -143,3 +143,23 @@ def test_three_runs_of_a_public_server_improve_its_other_runs() -> None:
         before = statistics.median(b for b, _ in pairs[metric])
         after = statistics.median(a for _, a in pairs[metric])
         assert after < before, (metric, before, after)
+
+
+def test_a_run_whose_telemetry_misses_some_gpus_gives_no_energy_to_fit(tmp_path: Path) -> None:
+    """Telemetry of one GPU of a TP2 run is not the deployment's energy: only times are fitted."""
+    from tokenprobe.calibrate import rows_from_run
+    from tokenprobe.records import TelemetrySample, read_run, write_run
+
+    folder = tmp_path / "tp2"
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "2"]
+    args += ["--input-tokens", "256", "--output-tokens", "32", "--concurrency", "4"]
+    assert runner.invoke(app, [*args, "--num-requests", "8", "--out", str(folder)]).exit_code == 0
+    run = read_run(folder)
+    assert "power_per_gpu" in rows_from_run(folder).rows[0].measured  # the timeline: all GPUs
+    end = run.records[-1].finish_s or 1.0
+    run.telemetry = [
+        TelemetrySample(t_s=t, gpu_index=0, power_w=400.0) for t in (0.0, end / 2, end)
+    ]
+    write_run(run, tmp_path / "one-gpu")
+    measured = rows_from_run(tmp_path / "one-gpu").rows[0].measured
+    assert "power_per_gpu" not in measured and "tpot_median" in measured

@@ -61,13 +61,16 @@ def _energy_metrics(
 
 
 def _measured_energy(run: Run, gpus: int) -> dict[str, float]:
-    """The run's energy from its telemetry (or a simulator's timeline), by the energy join;
-    none when the run has neither."""
+    """The run's energy from its telemetry (or a simulator's timeline, which covers every GPU),
+    by the energy join; none when the run has neither, or telemetry of only some of its GPUs
+    (their energy is not the deployment's)."""
     if not run.telemetry and not run.timeline:
         return {}
     try:
         report = join_energy(run)
     except ConfigError:  # fewer than two samples: no energy figure, the times still count
+        return {}
+    if report.energy_source != "timeline" and report.gpus != gpus:
         return {}
     return _energy_metrics(report.energy_j, report.window_s, report.output_tokens, gpus)
 
