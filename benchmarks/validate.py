@@ -39,7 +39,7 @@ from tokenprobe.calibrate import (
     load_csv,
     load_profile,
     observe,
-    profile_name_for,
+    profile_of,
     shipped_profiles,
     summarize,
 )
@@ -67,15 +67,6 @@ def with_defaults(
         out.extend(observe([row], eff, power))
         progress.step()
     return out
-
-
-def profile_of(row: Row) -> str | None:
-    """The shipped profile that prices this row: its engine's on its GPU's vendor
-    (`calibrate.select_profile`: vLLM on MI300X is `vllm-rocm`); None where none ships."""
-    try:
-        return profile_name_for(row.engine, row.deployment.gpu.vendor)
-    except TokenprobeError:  # an engine without a preset (e.g. the PyTorch profiler's rows)
-        return None
 
 
 def with_profiles(

@@ -12,6 +12,13 @@
 from __future__ import annotations
 
 from tokenprobe.calibrate.calibration import Calibration, calibrate, engines, split
+from tokenprobe.calibrate.few_runs import (
+    CALIBRATION_RUNS,
+    few_runs,
+    pick,
+    profile_of,
+    shipped_params,
+)
 from tokenprobe.calibrate.fit import (
     BOUNDS,
     DEFAULT_PARAMETERS,
@@ -51,6 +58,7 @@ from tokenprobe.calibrate.sources import load_csv, load_rows
 
 __all__ = [
     "BOUNDS",
+    "CALIBRATION_RUNS",
     "DEFAULT_PARAMETERS",
     "Calibration",
     "FitError",
@@ -67,6 +75,7 @@ __all__ = [
     "dumps_profile",
     "engine_name",
     "engines",
+    "few_runs",
     "fit",
     "gpu_unavailable_reason",
     "load_csv",
@@ -75,11 +84,14 @@ __all__ = [
     "load_rows",
     "observe",
     "parse_profile",
+    "pick",
     "profile_gpu",
     "profile_name_for",
+    "profile_of",
     "rows_from_run",
     "save_profile",
     "select_profile",
+    "shipped_params",
     "shipped_profiles",
     "split",
     "summarize",

@@ -53,6 +53,7 @@ class Row:
     measured: Mapping[str, float]
     predict: Predictor = field(repr=False, compare=False)
     simulated: bool = False  # predicted by running the serving simulator (~0.1-1 s a call)
+    load: float = 0.0  # the concurrency, batch or rate it ran at (sources.offered_load); 0: unknown
 
     def predictions(self, efficiency: Efficiency, power: PowerModel) -> dict[str, float]:
         return self.predict(replace(self.deployment, efficiency=efficiency, power=power))

@@ -22,10 +22,11 @@ from typing import Any
 from tokenprobe.calibrate.observations import LoadResult, Row
 from tokenprobe.calibrate.sources import load_csv
 from tokenprobe.cost import Deployment
+from tokenprobe.energy_join import join_energy
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import names_a_file
 from tokenprobe.metrics import summarize
-from tokenprobe.records import CONFIG_FILE, DeploymentConfig, RunConfig, read_run
+from tokenprobe.records import CONFIG_FILE, DeploymentConfig, Run, RunConfig, read_run
 from tokenprobe.sim import SchedulerConfig, build_workload, price_deployment, simulate
 from tokenprobe.workload import Workload, workload_from_dict
 
@@ -39,14 +40,50 @@ def _metrics(summary: Mapping[str, Any]) -> dict[str, float]:
         "tpot_median": (summary.get("tpot_s") or {}).get("p50"),
         "output_throughput": summary.get("output_tokens_per_s"),
     }
+    return _positive(values)
+
+
+def _positive(values: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and v > 0}
 
 
+def _energy_metrics(
+    energy_j: float, duration_s: float, output_tokens: int, gpus: int
+) -> dict[str, float]:
+    """A run's energy as the validation sources state it: the whole run's GPU energy over its
+    output tokens (ML.ENERGY's J per output token) and the mean power per GPU over the run."""
+    return _positive(
+        {
+            "energy_per_output_token": energy_j / output_tokens if output_tokens else None,
+            "power_per_gpu": energy_j / duration_s / gpus if duration_s > 0 else None,
+        }
+    )
+
+
+def _measured_energy(run: Run, gpus: int) -> dict[str, float]:
+    """The run's energy from its telemetry (or a simulator's timeline, which covers every GPU),
+    by the energy join; none when the run has neither, or telemetry of only some of its GPUs
+    (their energy is not the deployment's)."""
+    if not run.telemetry and not run.timeline:
+        return {}
+    try:
+        report = join_energy(run)
+    except ConfigError:  # fewer than two samples: no energy figure, the times still count
+        return {}
+    if report.energy_source != "timeline" and report.gpus != gpus:
+        return {}
+    return _energy_metrics(report.energy_j, report.window_s, report.output_tokens, gpus)
+
+
 def _resimulate(
-    dep: Deployment, workload: Workload, config: SchedulerConfig, seed: int
+    dep: Deployment, workload: Workload, config: SchedulerConfig, seed: int, energy: bool
 ) -> dict[str, float]:
     result = simulate(deployment=dep, workload=workload, config=config, seed=seed)
-    return _metrics(result.summary())
+    if not energy:
+        return _metrics(result.summary())
+    doc = result.to_dict()  # the summary plus its energy block, as the run folder holds it
+    total_j, tokens = doc["energy"]["total_j"], int(doc["output_tokens"])
+    return _metrics(doc) | _energy_metrics(total_j, doc["duration_s"], tokens, dep.num_gpus)
 
 
 def _deployment(dc: DeploymentConfig) -> Deployment:
@@ -105,11 +142,15 @@ def _run_row(root: Path, overrides: Mapping[str, Any]) -> Row:
     measured = _metrics(summarize(run))
     if not measured:
         raise _SkipRunError("no completed requests")
+    measured |= _measured_energy(run, dep.num_gpus)
     kind = "tokenprobe-sim" if run.kind == "simulated" else "measured"
     # a simulated run's figures come from the simulator, whatever engine preset it ran
     recorded = None if run.kind == "simulated" else rc.deployment.engine
     engine = str(overrides.get("engine") or recorded or kind)
-    predict = functools.partial(_resimulate, workload=workload, config=sched, seed=seed)
+    energy = "power_per_gpu" in measured
+    predict = functools.partial(
+        _resimulate, workload=workload, config=sched, seed=seed, energy=energy
+    )
     source = f"run:{root.name}"
     label = f"{dep.model.name} {dep.gpu.name} tp{dep.tp} {workload.arrival.kind}"
     return Row(source, source, engine, label, dep, measured, predict, simulated=True)

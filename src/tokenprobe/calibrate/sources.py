@@ -527,6 +527,23 @@ def _mapper(source_id: str) -> Callable[[Mapping[str, str]], Iterator[Row]] | No
     return None
 
 
+LOAD_COLUMNS = ("concurrency", "batch_size", "max_num_seqs", "request_rate_qps", "avg_batch_size")
+"""The columns that say what load a row was run at, in order of preference."""
+
+
+def offered_load(line: Mapping[str, str]) -> float:
+    """The load a row was run at (its concurrency, batch, batch cap or request rate), 0 where
+    the table states none: the order in which a user would run a series (few_runs)."""
+    for column in LOAD_COLUMNS:
+        try:
+            value = float_field(line, column)
+        except (SkipRowError, ValueError):  # "inf" (offline) or not a number: not a load
+            continue
+        if value is not None and math.isfinite(value):
+            return value
+    return 0.0
+
+
 def load_rows(lines: Sequence[Mapping[str, str]], origin: str = "rows") -> LoadResult:
     """Map parsed CSV rows; an unknown source or an unusable row is counted in `skipped`."""
     result = LoadResult()
@@ -537,7 +554,8 @@ def load_rows(lines: Sequence[Mapping[str, str]], origin: str = "rows") -> LoadR
             result.skipped[f"{origin}: source {sid!r} not mapped"] += 1
             continue
         try:
-            result.rows.extend(fn(line))
+            load = offered_load(line)
+            result.rows.extend(replace(row, load=load) for row in fn(line))
         except SkipRowError as why:
             result.skipped[f"{origin}: {why}"] += 1
         except (KeyError, ValueError, ArithmeticError) as exc:  # ConfigError is a ValueError
