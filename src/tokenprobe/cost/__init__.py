@@ -36,7 +36,15 @@ from tokenprobe.cost.memory import (
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
 from tokenprobe.cost.specdecode import SpecDecode, spec_step
-from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
+from tokenprobe.cost.step import (
+    OpCost,
+    StepCost,
+    host_gap_power_w,
+    host_time_s,
+    idle_power_w,
+    op_costs,
+    step_cost,
+)
 
 __all__ = [
     "DEFAULT_API_SERVER_PROCESSES",
@@ -69,6 +77,8 @@ __all__ = [
     "compute_bound_batch",
     "estimate",
     "estimate_deployment",
+    "host_gap_power_w",
+    "host_time_s",
     "idle_power_w",
     "kv_capacity_tokens",
     "make_deployment",

@@ -34,6 +34,7 @@ from tokenprobe.sim.disagg import DisaggResult, Split, run_disaggregated
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
+from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.runconfig import deployment_config
@@ -100,15 +101,17 @@ def run_workload(
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
     frontend: Frontend | None = None,
+    gap_fn: GapFn | None = None,
 ) -> SimResult:
     """The simulator without the cost model: any step function and KV pool (tests use this).
     `frontend_s`: each request's latency through the serving front end (engine.py); `frontend`:
-    the API-server processes as a resource instead (sim/frontend.py)."""
+    the API-server processes as a resource instead (sim/frontend.py); `gap_fn`: each step's CPU
+    slice, not GPU-busy (sim/gpu_gap.py)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     ledger = Ledger()
     sched = SCHEDULERS[scheduler](config, pool, ledger)
-    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend)
+    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend, gap_fn)
     requests = workload.generate(np.random.default_rng(seed))
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     result = engine.run(requests, concurrency)
@@ -227,6 +230,7 @@ def simulate(
         slo_tpot_s=slo_tpot_s,
         frontend_s=dep.efficiency.request_overhead_s,
         frontend=frontend,
+        gap_fn=cost_gap_fn(dep),
     )
 
 
