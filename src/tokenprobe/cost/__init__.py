@@ -11,7 +11,7 @@ from tokenprobe.cost.efficiency import (
     MAX_ROUTING_SKEW,
     Efficiency,
 )
-from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
+from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -77,6 +77,7 @@ __all__ = [
     "compute_bound_batch",
     "estimate",
     "estimate_deployment",
+    "host_base_power_w",
     "host_gap_power_w",
     "host_time_s",
     "idle_power_w",

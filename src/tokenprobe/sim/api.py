@@ -19,6 +19,7 @@ from tokenprobe.cost import (
     HostModel,
     MemoryBudget,
     check_processes,
+    host_base_power_w,
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
@@ -169,6 +170,7 @@ def simulate(
     host: str | HostSpec | None = None,
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
+    host_power: bool = False,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -184,7 +186,9 @@ def simulate(
     (sim/frontend.py; costs from `host_model`, default `HostModel()`); with neither, the front end
     is the fixed latency `Efficiency.request_overhead_s`, as the profiles were fitted.
     `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
-    GPU waits while that process serves HTTP and streams: sim/frontend.py).
+    GPU waits while that process serves HTTP and streams: sim/frontend.py). `host_power`: the
+    host's base power (hosts.toml `base_power_w`) joins the energy, on the basis "GPU + host"
+    (sim/energy_basis.py).
 
     `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
     prefill and decode workers.
@@ -215,6 +219,10 @@ def simulate(
             dep, api_server_processes, host, host_model, engine_in_api_server
         )
         run_config = replace(run_config, extra={**run_config.extra, "frontend": front_cfg})
+    if host_power:
+        spec = host if isinstance(host, HostSpec) else get_host(host or "default")
+        base_w = host_base_power_w(spec, dep.num_gpus)
+        run_config = replace(run_config, extra={**run_config.extra, "host_base_w": base_w})
     return run_workload(
         workload,
         step_fn,
