@@ -45,6 +45,7 @@ from tokenprobe.cost.step import (
     op_costs,
     step_cost,
 )
+from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
 
 __all__ = [
     "DEFAULT_API_SERVER_PROCESSES",
@@ -71,6 +72,7 @@ __all__ = [
     "PowerModel",
     "SpecDecode",
     "StepCost",
+    "Thermal",
     "Workload",
     "allreduce_time_s",
     "check_processes",
@@ -80,6 +82,7 @@ __all__ = [
     "host_base_power_w",
     "host_gap_power_w",
     "host_time_s",
+    "idle_power_at_w",
     "idle_power_w",
     "kv_capacity_tokens",
     "make_deployment",
@@ -92,5 +95,6 @@ __all__ = [
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",
     "step_cost",
+    "thermal",
     "transfer_time_s",
 ]

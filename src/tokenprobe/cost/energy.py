@@ -7,7 +7,8 @@ Board power over a step of length t on one GPU, running at a fraction f of its f
             + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
 
 and never more than the power limit (min(TDP, cap)). The terms, each a mechanism:
-- P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml).
+- P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml), at the
+  die's temperature when it is known (leakage rises with it at the same clock: cost/thermal.py).
 - e_flop·FLOP_tc: tensor-core work, J per FLOP by dtype and GPU generation (catalog/energy.toml:
   the board's dynamic power at its limit over the rate a large GEMM sustains there). FLOP_tc is
   the work the operators' compute time amounts to at the dense peak, FLOP / η_c: a GEMM that
@@ -55,6 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from tokenprobe.cost.energy_figures import EnergyFigures
+from tokenprobe.cost.thermal import idle_power_at_w
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import HostSpec
@@ -122,7 +124,8 @@ class PowerModel:
         )
         busy = min(1.0, work.busy_s / work.time_s)
         busy_w = self.busy_power_fraction * work.die_dynamic_w * f**self.dvfs_exponent
-        return float(work.idle_w + busy_w * busy + work_j / work.time_s)
+        idle_w = idle_power_at_w(work.idle_w, work.temp_c)  # leakage at the die's temperature
+        return float(idle_w + busy_w * busy + work_j / work.time_s)
 
     def clock_fraction(self, idle_w: float, wanted_w: float, cap_w: float) -> float:
         """Fraction of full clock at which work asking `wanted_w` fits under `cap_w`."""
@@ -136,7 +139,7 @@ class PowerModel:
 class GpuWork:
     """What one GPU did in one step: FLOP (in `dtype`), HBM bytes, link bytes sent, the step's
     time and the part of it kernels ran; the board's idle power and its die's dynamic range
-    (`EnergyFigures.die_dynamic_w`)."""
+    (`EnergyFigures.die_dynamic_w`); the die's temperature when known (cost/thermal.py)."""
 
     dtype: str
     flop: float
@@ -146,6 +149,7 @@ class GpuWork:
     busy_s: float
     idle_w: float
     die_dynamic_w: float
+    temp_c: float | None = None  # die temperature, C (cost/thermal.py); None: the reference
 
 
 DEFAULT_POWER = PowerModel()
