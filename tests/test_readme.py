@@ -357,7 +357,7 @@ def check_hello(output: str) -> None:
     )
     assert m, "hello-vs-summary sentence not found in README"
     flat = "\n".join(map(squash, output.splitlines()))
-    joules = re.findall(r"^energy total \(idle\) ([\d,]+) J", flat, re.MULTILINE)
+    joules = re.findall(r"^GPU energy total \(idle\) ([\d,]+) J", flat, re.MULTILINE)
     assert joules[:2] == [m.group(1), m.group(2)]
     ratio = float(joules[1].replace(",", "")) / float(joules[0].replace(",", ""))
     assert f"{ratio:.1f}" == m.group(3)

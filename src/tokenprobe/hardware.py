@@ -172,6 +172,11 @@ class HostSpec:
     # many requests/s it parses. Optional in a host file (`cpu_core_speed`): measure it with
     # benchmarks/host_costs.py on the host and divide by the defaults.
     cpu_core_speed: float = 1.0
+    # the server's power apart from its GPUs (CPUs, DRAM, NICs, NVSwitches, fans, PSU losses),
+    # W, and the GPUs it holds; optional in a host file (`base_power_w`, `gpus`): cost.energy
+    # charges a deployment base_power_w x its GPUs / gpus for as long as it runs
+    base_power_w: float | None = None
+    gpus: int | None = None
 
 
 # ------------------------------------------------------------------------------------------
@@ -210,6 +215,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "nvme_gb_per_s": (1e-6, 1e6),
     "nic_gbit_per_s": (1e-6, 1e7),
     "cpu_core_speed": (1e-3, 1e3),
+    "base_power_w": (0.0, 1e6),
     "nic_latency_us": (1e-6, 1e7),
 }
 _MAX_CPU_CORES = 10**6
@@ -217,7 +223,7 @@ _HOST_KEYS = (
     "display_name", "cpu_cores", "dram_gib", "dram_gb_per_s", "nvme_gb_per_s", "nic_gbit_per_s",
     "sources",
 )  # fmt: skip
-_HOST_OPTIONAL = ("cpu_core_speed",)
+_HOST_OPTIONAL = ("cpu_core_speed", "base_power_w", "gpus")
 
 
 class _Table:
@@ -359,6 +365,10 @@ def _parse_gpu(table: _Table, name: str) -> GpuSpec:
 def _parse_host(table: _Table, name: str) -> HostSpec:
     table.check_keys(_HOST_KEYS, _HOST_OPTIONAL)
     speed = table.optional_positive("cpu_core_speed")
+    base_w = table.optional_positive("base_power_w")
+    gpus = table.count("gpus", _MAX_NODE_GPUS) if "gpus" in table.data else None
+    if (base_w is None) != (gpus is None):
+        raise table.fail("base_power_w", "give base_power_w and gpus together")
     return HostSpec(
         name=name,
         cpu_cores=table.count("cpu_cores", _MAX_CPU_CORES),
@@ -369,6 +379,8 @@ def _parse_host(table: _Table, name: str) -> HostSpec:
         sources=table.texts("sources", non_empty=True),
         display_name=table.text("display_name"),
         cpu_core_speed=1.0 if speed is None else speed,
+        base_power_w=base_w,
+        gpus=gpus,
     )
 
 

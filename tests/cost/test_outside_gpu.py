@@ -41,15 +41,29 @@ def test_host_cpu_parts_sum_and_saturation_rate() -> None:
     h = d.to_dict()["host"]
     # one API-server process (vLLM's default), not the host's 64 cores: by hand, 300 us HTTP
     # + 1 ms tokenizer (1000 tokens at 1e6/s) + 200 x (5 + 30) us streaming + ~14 us JSON
-    # = 8.31 ms, so ~120 requests/s
+    # + 138 us chat template (130 + 7 for one message + 4,000 characters x 0.2 ns)
+    # = 8.45 ms, so ~118 requests/s
     assert h["api_server_processes"] == 1
-    assert h["cpu_s_per_request"] == pytest.approx(8.31e-3, rel=0.01)
+    assert h["cpu_s_per_request"] == pytest.approx(8.45e-3, rel=0.01)
     assert h["max_requests_per_s"] == pytest.approx(1 / h["cpu_s_per_request"])
     four = tokenprobe.estimate(
         "llama-3.1-8b", "h100-sxm", input_tokens=1000, output_tokens=200, api_server_processes=4
     )
     four_rps = four.to_dict()["host"]["max_requests_per_s"]
     assert four_rps == pytest.approx(4 * h["max_requests_per_s"])
+
+
+def test_chat_template_costs_per_request_message_and_character() -> None:
+    # benchmarks/chat_template_cost.py's fit: 130 us a render + 7 us a message + 0.2 ns a
+    # character; a 1,000-token prompt is 4,000 characters: 130 + 7 + 0.8 = 137.8 us, and a
+    # 10-message conversation of the same text 130 + 70 + 0.8 = 200.8 us
+    host = HostModel()
+    assert host.chat_template_cpu_s(1000) == pytest.approx(137.8e-6)
+    chat = dataclasses.replace(host, messages_per_request=10.0)
+    assert chat.chat_template_cpu_s(1000) == pytest.approx(200.8e-6)
+    assert host.request_cpu_s(1000, 1, "m")["chat_template_s"] == pytest.approx(137.8e-6)
+    with pytest.raises(ConfigError, match="messages_per_request"):
+        HostModel(messages_per_request=0.5)
 
 
 def test_one_api_server_process_becomes_the_bound_for_a_small_fast_model() -> None:

@@ -116,9 +116,17 @@ def estimate_cmd(
         float,
         typer.Option(
             "--server-overhead-fraction",
-            help="Host power (CPU, DRAM, fans) as a fraction of GPU power",
+            help="Host power that rises with the GPUs' (fans, PSU losses) as a fraction of GPU "
+            "power, on top of --host-power's fixed base",
         ),
     ] = 0.0,
+    host_power: Annotated[
+        bool,
+        typer.Option(
+            help="Add the host's base power (CPUs, DRAM, NICs, fans: hosts.toml base_power_w) "
+            "to every energy line: the basis becomes GPU + host"
+        ),
+    ] = False,
     electricity_usd_per_kwh: Annotated[
         float | None, typer.Option(help="Electricity price, USD per kWh")
     ] = None,
@@ -190,6 +198,7 @@ def estimate_cmd(
             gpu_memory_utilization=gpu_memory_utilization,
             pue=pue,
             server_overhead_fraction=server_overhead,
+            host_power=host_power,
             electricity_usd_per_kwh=electricity_usd_per_kwh,
             gpu_hour_usd=gpu_hour_usd,
             host=host,
@@ -337,6 +346,14 @@ def _energy_table(e: dict[str, Any]) -> None:
         ("J per output token, prefill + decode", f"{e['joules_per_token_all_in']:.4f}"),
         ("kWh per million output tokens (decode)", f"{e['kwh_per_million_output_tokens']:.4f}"),
         ("kWh per million input tokens (prefill)", f"{e['kwh_per_million_input_tokens']:.4f}"),
+        (
+            "static share (GPU idle" + (" + host base)" if e["host_base_w"] else ")"),
+            f"{100 * e['static_share']:.1f} %",
+        ),
+        (
+            "  static kWh per million output tokens",
+            f"{e['static_kwh_per_million_output_tokens']:.4f}",
+        ),
     ]
     for key, label in (
         ("usd_electricity_per_million_output_tokens", "$ electricity / M out, prefill + decode"),
@@ -350,7 +367,7 @@ def _energy_table(e: dict[str, Any]) -> None:
 def _outside_table(d: dict[str, Any]) -> None:
     h, n, ld, kv = d["host"], d["network"], d["loading"], d["kv_swap"]
     rows = [
-        ("CPU per request (HTTP, JSON, tokenize, stream)", fmt_s(h["cpu_s_per_request"])),
+        ("CPU per request (HTTP, JSON, template, tokenize, stream)", fmt_s(h["cpu_s_per_request"])),
         (
             f"host saturates at ({h['api_server_processes_on_own_cores']} API-server process(es))",
             f"{h['max_requests_per_s']:,.0f} requests/s",

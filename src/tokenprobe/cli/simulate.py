@@ -18,6 +18,7 @@ from tokenprobe.cli.dataset_workload import (
     TOKENIZER_URL_HELP,
     dataset_workload,
 )
+from tokenprobe.cli.energy_rows import basis_rows
 from tokenprobe.cli.estimate import (
     KV_DTYPE_HELP,
     PROFILE_HELP,
@@ -206,6 +207,13 @@ def simulate_cmd(
             "(implies --api-server-processes 1 unless given)"
         ),
     ] = None,
+    host_power: Annotated[
+        bool,
+        typer.Option(
+            help="Add the host's base power (CPUs, DRAM, NICs, fans: hosts.toml base_power_w, "
+            "host from --host) to the energy: the basis becomes GPU + host"
+        ),
+    ] = False,
     engine_in_api_server: Annotated[
         bool,
         typer.Option(
@@ -293,9 +301,15 @@ def simulate_cmd(
             api_server_processes=api_server_processes,
             host=host,
             engine_in_api_server=engine_in_api_server,
+            host_power=host_power,
         )
         if replicas != 1 or router != "round-robin" or disaggregate is not None:
-            if api_server_processes is not None or host is not None or engine_in_api_server:
+            if (
+                api_server_processes is not None
+                or host is not None
+                or engine_in_api_server
+                or host_power
+            ):
                 raise ConfigError(
                     "api_server_processes",
                     api_server_processes,
@@ -464,13 +478,14 @@ def render_simulation(d: dict[str, Any]) -> None:
         ),
         ("preemptions / rejected", f"{d['preemptions']} / {d['rejected']}"),
         ("GPU busy", _num(100 * (d["busy_fraction"] or 0.0), 1) + " %"),
-        ("energy total (idle)", f"{e['total_j']:,.0f} J ({e['idle_j']:,.0f} J)"),
-        ("average power (all GPUs)", _num(e["average_power_w"], 0) + " W"),
+        ("GPU energy total (idle)", f"{e['total_j']:,.0f} J ({e['idle_j']:,.0f} J)"),
+        ("GPU average power (all GPUs)", _num(e["average_power_w"], 0) + " W"),
         (
-            "J per input / output token",
+            "GPU J per input / output token",
             f"{_num(e['joules_per_input_token'], 4)} / {_num(e['joules_per_output_token'], 4)}",
         ),
-        ("kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
+        ("GPU kWh per million output tokens (all-in)", _num(e["kwh_per_million_tokens_all_in"], 3)),
+        *basis_rows(e),
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
     if "frontend" in d:

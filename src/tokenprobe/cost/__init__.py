@@ -11,7 +11,7 @@ from tokenprobe.cost.efficiency import (
     MAX_ROUTING_SKEW,
     Efficiency,
 )
-from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel
+from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -36,7 +36,16 @@ from tokenprobe.cost.memory import (
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
 from tokenprobe.cost.specdecode import SpecDecode, spec_step
-from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
+from tokenprobe.cost.step import (
+    OpCost,
+    StepCost,
+    host_gap_power_w,
+    host_time_s,
+    idle_power_w,
+    op_costs,
+    step_cost,
+)
+from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
 
 __all__ = [
     "DEFAULT_API_SERVER_PROCESSES",
@@ -63,12 +72,17 @@ __all__ = [
     "PowerModel",
     "SpecDecode",
     "StepCost",
+    "Thermal",
     "Workload",
     "allreduce_time_s",
     "check_processes",
     "compute_bound_batch",
     "estimate",
     "estimate_deployment",
+    "host_base_power_w",
+    "host_gap_power_w",
+    "host_time_s",
+    "idle_power_at_w",
     "idle_power_w",
     "kv_capacity_tokens",
     "make_deployment",
@@ -81,5 +95,6 @@ __all__ = [
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",
     "step_cost",
+    "thermal",
     "transfer_time_s",
 ]

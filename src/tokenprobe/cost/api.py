@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from tokenprobe.cost.deployment import MAX_GPUS, make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from tokenprobe.cost.energy import EnergyPrices, PowerModel
+from tokenprobe.cost.energy import EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -96,6 +96,7 @@ def estimate(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     spec_decode: SpecDecode | None = None,
+    host_power: bool = False,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -103,7 +104,9 @@ def estimate(
     (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
     `power` the profile's PowerModel. `nodes` / `gpus_per_node` place the tp x pp GPUs on
     servers (default: the GPU's catalog topology, the fewest servers that hold them).
-    `spec_decode` prices decode with speculative decoding (cost/specdecode.py)."""
+    `spec_decode` prices decode with speculative decoding (cost/specdecode.py). `host_power`
+    adds the host's base power (hosts.toml `base_power_w`) to every energy figure, the basis
+    becoming "GPU + host" (cost.energy.EnergyPrices)."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -134,11 +137,13 @@ def estimate(
     )
     if tokenizer_tokens_per_s is not None:
         host_model = replace(host_model, tokenizer_tokens_per_s=tokenizer_tokens_per_s)
+    host_spec = get_host(host)
+    base_w = host_base_power_w(host_spec, dep.num_gpus) if host_power else 0.0
     return estimate_deployment(
         dep,
         workload,
         host=host_model,
-        host_spec=get_host(host),
+        host_spec=host_spec,
         api_server_processes=check_processes(api_server_processes),
         budget=MemoryBudget(gpu_memory_utilization=gpu_memory_utilization),
         spec=spec_decode,
@@ -147,5 +152,6 @@ def estimate(
             server_overhead_fraction=server_overhead_fraction,
             electricity_usd_per_kwh=electricity_usd_per_kwh,
             gpu_hour_usd=gpu_hour_usd,
+            host_base_w=base_w,
         ),
     )

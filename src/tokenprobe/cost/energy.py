@@ -7,7 +7,8 @@ Board power over a step of length t on one GPU, running at a fraction f of its f
             + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
 
 and never more than the power limit (min(TDP, cap)). The terms, each a mechanism:
-- P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml).
+- P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml), at the
+  die's temperature when it is known (leakage rises with it at the same clock: cost/thermal.py).
 - e_flop·FLOP_tc: tensor-core work, J per FLOP by dtype and GPU generation (catalog/energy.toml:
   the board's dynamic power at its limit over the rate a large GEMM sustains there). FLOP_tc is
   the work the operators' compute time amounts to at the dense peak, FLOP / η_c: a GEMM that
@@ -55,8 +56,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from tokenprobe.cost.energy_figures import EnergyFigures
+from tokenprobe.cost.thermal import idle_power_at_w
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
+from tokenprobe.hardware import HostSpec
 from tokenprobe.units import JOULES_PER_KWH, MEGA
 
 RANGES = {
@@ -121,7 +124,8 @@ class PowerModel:
         )
         busy = min(1.0, work.busy_s / work.time_s)
         busy_w = self.busy_power_fraction * work.die_dynamic_w * f**self.dvfs_exponent
-        return float(work.idle_w + busy_w * busy + work_j / work.time_s)
+        idle_w = idle_power_at_w(work.idle_w, work.temp_c)  # leakage at the die's temperature
+        return float(idle_w + busy_w * busy + work_j / work.time_s)
 
     def clock_fraction(self, idle_w: float, wanted_w: float, cap_w: float) -> float:
         """Fraction of full clock at which work asking `wanted_w` fits under `cap_w`."""
@@ -135,7 +139,7 @@ class PowerModel:
 class GpuWork:
     """What one GPU did in one step: FLOP (in `dtype`), HBM bytes, link bytes sent, the step's
     time and the part of it kernels ran; the board's idle power and its die's dynamic range
-    (`EnergyFigures.die_dynamic_w`)."""
+    (`EnergyFigures.die_dynamic_w`); the die's temperature when known (cost/thermal.py)."""
 
     dtype: str
     flop: float
@@ -145,6 +149,7 @@ class GpuWork:
     busy_s: float
     idle_w: float
     die_dynamic_w: float
+    temp_c: float | None = None  # die temperature, C (cost/thermal.py); None: the reference
 
 
 DEFAULT_POWER = PowerModel()
@@ -157,18 +162,29 @@ def joules_to_kwh_per_million(joules_per_token: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class EnergyPrices:
-    """Facility and price options: PUE multiplies GPU energy by the data-centre overhead;
-    `server_overhead_fraction` adds CPU/DRAM/fans/NIC power as a share of GPU power."""
+    """The energy basis and prices (issue 19): every energy figure is
+
+        E = PUE x ( E_gpu x (1 + server_overhead_fraction) + host_base_w x duration )
+
+    `host_base_w`: the fixed power of the server around the GPUs (CPUs, DRAM, NICs, NVSwitches,
+    fans, PSU losses) charged to this deployment, from the host's `base_power_w` over its GPUs
+    (`host_base_power_w`); it is paid for as long as the deployment runs, busy or idle.
+    `server_overhead_fraction`: the host's power that rises with the GPUs' (fans, PSU losses),
+    as a share of GPU power, kept as the dynamic part on top of the fixed base (0 unless a
+    measurement gives it). PUE multiplies both for the facility."""
 
     pue: float = 1.0
     server_overhead_fraction: float = 0.0
     electricity_usd_per_kwh: float | None = None
     gpu_hour_usd: float | None = None
+    host_base_w: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pue", finite("pue", self.pue))
         frac = finite("server_overhead_fraction", self.server_overhead_fraction)
         object.__setattr__(self, "server_overhead_fraction", frac)
+        base = finite("host_base_w", self.host_base_w, lo=0.0, hi=1e9)
+        object.__setattr__(self, "host_base_w", base)
         for name in ("electricity_usd_per_kwh", "gpu_hour_usd"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, finite(name, getattr(self, name)))
@@ -185,11 +201,41 @@ class EnergyPrices:
 
     @property
     def facility_factor(self) -> float:
+        """What multiplies GPU energy (the host's base power is added apart: `energy_j`)."""
         return self.pue * (1.0 + self.server_overhead_fraction)
+
+    def energy_j(self, gpu_j: float, duration_s: float) -> float:
+        """GPU energy over `duration_s` on this basis (class formula); never negative."""
+        return self.facility_factor * max(gpu_j, 0.0) + self.pue * self.host_base_w * max(
+            duration_s, 0.0
+        )
+
+    def static_j(self, gpu_idle_w: float, duration_s: float) -> float:
+        """The part of `energy_j` paid whatever the load: the GPUs' idle power (their static
+        and leakage floor) and the host's base power, over `duration_s`."""
+        return self.energy_j(gpu_idle_w * duration_s, duration_s)
 
     @property
     def basis(self) -> str:
-        """What every energy figure counts: "GPU", "GPU + host (x1.20)", "facility (...)"."""
-        host = f"GPU + host (x{1 + self.server_overhead_fraction:.2f})"
-        base = host if self.server_overhead_fraction > 0 else "GPU"
+        """What every energy figure counts: "GPU", "GPU + host (base 360 W)", "facility (...)"."""
+        parts = []
+        if self.host_base_w > 0:
+            parts.append(f"base {self.host_base_w:,.0f} W")
+        if self.server_overhead_fraction > 0:
+            parts.append(f"dynamic x{1 + self.server_overhead_fraction:.2f}")
+        base = f"GPU + host ({', '.join(parts)})" if parts else "GPU"
         return base if self.pue == 1.0 else f"facility: {base} x PUE {self.pue:.2f}"
+
+
+def host_base_power_w(host: HostSpec, num_gpus: int) -> float:
+    """The host's fixed power charged to a deployment of `num_gpus`: its base power over the
+    GPUs it holds, per GPU used (a deployment on 2 of a DGX's 8 GPUs pays a quarter; on 16, two
+    servers). A host without the figure is a ConfigError naming the host and the field."""
+    if host.base_power_w is None or host.gpus is None:
+        raise ConfigError(
+            f"host {host.name}: base_power_w",
+            host.base_power_w,
+            "a host with base_power_w and gpus (catalog/hosts.toml: dgx-h100, dgx-b200; "
+            "--host NAME) or a host .toml file that gives them",
+        )
+    return host.base_power_w * num_gpus / host.gpus

@@ -84,6 +84,14 @@ def _catalog() -> dict[str, Any]:
     return _check(parse_toml(text, f"catalog/{CATALOG}"))
 
 
+def catalog_table(name: str) -> Mapping[str, Any]:
+    """One top-level table of catalog/energy.toml (a SchemaError naming it when missing)."""
+    table = _catalog().get(name)
+    if not isinstance(table, Mapping):
+        raise _fail(name, "missing table")
+    return table
+
+
 def _check(doc: dict[str, Any]) -> dict[str, Any]:
     """Every table has its figures, positive; every GPU names a known generation and memory."""
     for section in ("generation", "memory", "link", "gpu"):

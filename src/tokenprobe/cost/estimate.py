@@ -156,11 +156,19 @@ class Estimate:
         return w.batch * w.output_tokens / self.e2e_s
 
     def energy(self) -> dict[str, float | None]:
-        w, f = self.workload, self.prices.facility_factor
+        """Energy per token on the basis `prices` names (cost.energy.EnergyPrices): GPU energy,
+        plus the host's base power over each stage's time, x PUE; and the static share, the
+        part paid whatever the load (the GPUs' idle power and the host's base)."""
+        w, p = self.workload, self.prices
         decode_j = self.decode.energy_j if self.decode else 0.0
-        j_in = self.prefill.energy_j * f / (w.batch * w.input_tokens)
-        j_out = decode_j * f / (w.batch * (w.output_tokens - 1)) if self.decode else 0.0
-        all_in = (self.prefill.energy_j + decode_j) * f / (w.batch * w.output_tokens)
+        decode_s = (w.output_tokens - 1) * self.tpot_s if self.decode else 0.0
+        pre_j = p.energy_j(self.prefill.energy_j, self.prefill.time_s)
+        dec_j = p.energy_j(decode_j, decode_s)
+        j_in = pre_j / (w.batch * w.input_tokens)
+        j_out = dec_j / (w.batch * (w.output_tokens - 1)) if self.decode else 0.0
+        all_in = (pre_j + dec_j) / (w.batch * w.output_tokens)
+        idle_w = self.deployment.gpu.idle_w * self.deployment.num_gpus
+        static_j = p.static_j(idle_w, self.prefill.time_s + decode_s)
         out: dict[str, float | None] = {
             "joules_per_input_token": j_in,
             "joules_per_output_token": j_out,
@@ -168,8 +176,13 @@ class Estimate:
             "kwh_per_million_input_tokens": joules_to_kwh_per_million(j_in),
             "kwh_per_million_output_tokens": joules_to_kwh_per_million(j_out),
             "kwh_per_million_tokens_all_in": joules_to_kwh_per_million(all_in),
-            "energy_per_request_j": (self.prefill.energy_j + decode_j) * f / w.batch,
-            "facility_factor": f,
+            "energy_per_request_j": (pre_j + dec_j) / w.batch,
+            "facility_factor": p.facility_factor,
+            "host_base_w": p.host_base_w,
+            "static_share": static_j / (pre_j + dec_j) if pre_j + dec_j > 0 else 0.0,
+            "static_kwh_per_million_output_tokens": joules_to_kwh_per_million(
+                static_j / (w.batch * w.output_tokens)
+            ),
         }
         price = self.prices.electricity_usd_per_kwh
         out["usd_electricity_per_million_output_tokens"] = (

@@ -3,11 +3,13 @@
 Per request, the API server's CPU does (OpenAI-compatible servers such as vLLM's):
 
     cpu_s = http_request_s + request_bytes / json_bytes_per_s + tls_s
+          + chat_template_s + messages x chat_template_s_per_message
+            + prompt_chars x chat_template_s_per_char
           + input_tokens / tokenizer_tokens_per_s
           + output_tokens · (detokenize_s_per_token + sse_chunk_s)
 
 split into what a request costs before it reaches the engine (`admission_cpu_s`: HTTP, JSON,
-TLS, tokenizer) and what each streamed token costs after the engine produced it
+TLS, chat template, tokenizer) and what each streamed token costs after the engine produced it
 (`token_cpu_s`: detokenize, SSE chunk, its TLS bytes). All of it runs in ONE API-server process:
 vLLM V1's API server is a single asyncio (uvloop) process that parses the request, tokenizes it
 (its input processor), hands it to the engine-core process over ZMQ, and runs AsyncLLM's
@@ -38,6 +40,15 @@ a lower bound; pass it with `tokenprobe estimate --tokenizer-tokens-per-s`):
 - HTTP request handling 300 µs: uvicorn + FastAPI + pydantic request validation of an
   OpenAI-style body (uvicorn's own benchmarks reach 10-20k trivial requests/s per core;
   validation and routing of a completions request cost several times that).
+- chat template 130 µs per request + 7 µs per message + 0.2 ns per character of message text
+  (`messages_per_request` 1 by default; 4 characters a token, cost.network): vLLM's chat
+  endpoint renders the model's Jinja template on every request (`apply_hf_chat_template`,
+  transformers' sandboxed environment, compiled once) before tokenizing the result.
+  `benchmarks/chat_template_cost.py` renders a Llama-3.1-style template with jinja2 3.1.6's
+  sandboxed environment on 1-32 messages of 50-8,000 characters and fits the three terms; on
+  this project's 2-core dev box, three runs: 118-152 µs per render, 5.3-9.0 µs per message,
+  0.04-0.35 ns per character (the template's `trim` and concatenation are C string work). A
+  model's own template with tools or a long system block costs more per render: measure it.
 - SSE chunk 30 µs: serialising one `chat.completion.chunk` JSON object and writing it (vLLM's
   API server streams one chunk per token).
 - JSON parsing 300 MB/s (CPython `json`; orjson is ~3x faster).
@@ -54,7 +65,8 @@ from typing import Any
 from tokenprobe.cost.network import request_bytes, response_bytes
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
-from tokenprobe.units import GIGA, MEGA, MICRO, MILLI
+from tokenprobe.units import GIGA, MEGA, MICRO, MILLI, NANO
+from tokenprobe.workload import CHARS_PER_TOKEN
 
 DEFAULT_ENGINE_INIT_S = 20.0  # engine start-up after the weights are in: cost/io.py cites it
 # vLLM's `--api-server-count` default (docs/design/arch_overview.md@03f97cce, process table)
@@ -69,6 +81,10 @@ class HostModel:
     http_request_s: float = 300 * MICRO
     sse_chunk_s: float = 30 * MICRO
     json_bytes_per_s: float = 300 * MEGA
+    chat_template_s: float = 130 * MICRO
+    chat_template_s_per_message: float = 7 * MICRO
+    chat_template_s_per_char: float = 0.2 * NANO
+    messages_per_request: float = 1.0
     tls: bool = False
     tls_handshake_s: float = 1 * MILLI
     tls_bytes_per_s: float = 2 * GIGA
@@ -92,22 +108,34 @@ class HostModel:
             object.__setattr__(self, f.name, value)
             if not value >= 0 or (f.name.endswith("_per_s") and value <= 0):
                 raise ConfigError(f"host.{f.name}", value, "a positive number")
+        if self.messages_per_request < 1:
+            raise ConfigError("host.messages_per_request", self.messages_per_request, ">= 1")
         if self.requests_per_connection < 1:
             raise ConfigError("host.requests_per_connection", self.requests_per_connection, ">= 1")
 
     def tokenize_s(self, tokens: int) -> float:
         return tokens / self.tokenizer_tokens_per_s
 
+    def chat_template_cpu_s(self, input_tokens: int) -> float:
+        """Rendering the chat template of a request of `input_tokens` prompt tokens."""
+        return (
+            self.chat_template_s
+            + self.messages_per_request * self.chat_template_s_per_message
+            + CHARS_PER_TOKEN * input_tokens * self.chat_template_s_per_char
+        )
+
     def network_s(self) -> float:
         return self.network_rtt_s
 
     def admission_cpu_s(self, input_tokens: int, model_name: str) -> float:
-        """CPU seconds of a request before the engine sees it: HTTP + JSON + TLS + tokenizer."""
+        """CPU seconds of a request before the engine sees it: HTTP + JSON + TLS + chat template
+        + tokenizer."""
         req_bytes = request_bytes(input_tokens, model_name)
         return (
             self.http_request_s
             + req_bytes / self.json_bytes_per_s
             + self._tls_s(req_bytes + response_bytes(0, model_name), handshake=True)
+            + self.chat_template_cpu_s(input_tokens)
             + self.tokenize_s(input_tokens)
         )
 
@@ -133,6 +161,7 @@ class HostModel:
             "http_s": self.http_request_s,
             "json_s": req_bytes / self.json_bytes_per_s,
             "tls_s": self._tls_s(req_bytes + resp_bytes, handshake=True),
+            "chat_template_s": self.chat_template_cpu_s(input_tokens),
             "tokenize_s": self.tokenize_s(input_tokens),
             "detokenize_s": output_tokens * self.detokenize_s_per_token,
             "stream_s": output_tokens * self.sse_chunk_s,

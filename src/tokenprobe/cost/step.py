@@ -317,3 +317,11 @@ def _power_w(
 def idle_power_w(dep: Deployment) -> float:
     """All GPUs of the deployment idling with the model loaded."""
     return dep.gpu.idle_w * dep.num_gpus
+
+
+def host_gap_power_w(dep: Deployment) -> float:
+    """One GPU while the engine's CPU works between its kernels (`host_time_s`): idle plus the
+    busy clock-tree power b·D, which `_power_w` pays through such gaps (they are shorter than the
+    driver's clock drop), and none of the work energy (FLOP, bytes) of the step."""
+    die_w = energy_figures(dep.gpu).die_dynamic_w(dep.gpu)
+    return dep.gpu.idle_w + dep.power.busy_power_fraction * die_w

@@ -27,6 +27,7 @@ from tokenprobe.diagnose.context import (
 )
 from tokenprobe.diagnose.findings import Evidence, Finding, Verdict
 from tokenprobe.diagnose.signals import Series
+from tokenprobe.diagnose.thermal import catalog_static_w
 from tokenprobe.energy_join import EnergyReport
 
 
@@ -244,15 +245,13 @@ def _static_w(ctx: Context, e: EnergyReport) -> tuple[float, str]:
     """The static power of all GPUs: the measured idle baseline when the run had idle stretches,
     else the catalog's idle power x GPUs (a percentile of power in a saturated run is busy power,
     not static power; a GPU log without request records has no idle stretch to measure), else
-    that percentile."""
+    that percentile. The catalog's figure is priced at the run's mean die temperature
+    (diagnose/thermal.py)."""
     if e.idle_baseline_method == "no request in flight" and ctx.run.records:
         return e.idle_baseline_w, "measured with no request in flight"
     gpu = ctx.sig.gpu
-    if gpu is not None:
-        return (
-            gpu.idle_w * ctx.sig.num_gpus,
-            f"catalog idle power of {gpu.name} x {ctx.sig.num_gpus}",
-        )
+    if gpu is not None:  # at the run's measured temperature where it has one (leakage)
+        return catalog_static_w(gpu, ctx.sig.num_gpus, ctx.run)
     return e.idle_baseline_w, e.idle_baseline_method
 
 

@@ -394,8 +394,7 @@ def energy_per_token(est: dict[str, Any]) -> Figure:
     return figure(
         data,
         layout(
-            "Energy per million tokens (GPU"
-            + (" x facility)" if e["facility_factor"] != 1 else ")"),
+            f"Energy per million tokens ({e.get('energy_basis', 'GPU')})",
             axis(""),
             axis("kWh per million tokens", rangemode="tozero"),
             showlegend=False,

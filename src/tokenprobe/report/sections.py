@@ -16,6 +16,7 @@ from tokenprobe.report.estimate_figs import SHARES, estimate_figures
 from tokenprobe.report.html import Row, Section, Table
 from tokenprobe.report.plot import Figure
 from tokenprobe.report.run_figs import latency_cdf_overlay, run_figures
+from tokenprobe.report.run_tables import energy_rows, frontend_sections
 
 
 def describe_estimate(est: dict[str, Any]) -> str:
@@ -134,17 +135,6 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (("_j", " (J)"), ("_w", " (W)"), ("_s", " (s)"))
-
-
-def _label(key: str) -> str:
-    """`average_power_w` -> `average power (W)`: the unit suffix becomes a unit."""
-    for suffix, unit in UNIT_SUFFIXES:
-        if key.endswith(suffix):
-            return key.removesuffix(suffix).replace("_", " ") + unit
-    return key.replace("_", " ")
-
-
 def _errors_text(errors: Any) -> str:
     if not isinstance(errors, dict) or not errors:
         return "none"
@@ -215,7 +205,7 @@ def _energy_rows(summary: dict[str, Any]) -> list[Row]:
     e = summary.get("energy")
     if not isinstance(e, dict):
         return []
-    return [(_label(k), fmt.num(v)) for k, v in e.items() if _is_num(v)] + _split_rows(e)
+    return energy_rows(e) + _split_rows(e)
 
 
 # the energy join's prefill/decode split (energy_join.PrefillDecodeFit): key, label
@@ -337,6 +327,7 @@ def run_sections(
                 figures={k: v for k, v in figs.items() if k == "run_energy"},
             )
         )
+    sections.extend(frontend_sections(summary))
     if diagnosis is not None:
         sections.extend(diagnosis_sections(diagnosis, run))
     sections.append(

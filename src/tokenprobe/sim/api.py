@@ -19,6 +19,7 @@ from tokenprobe.cost import (
     HostModel,
     MemoryBudget,
     check_processes,
+    host_base_power_w,
     idle_power_w,
     kv_capacity_tokens,
     make_deployment,
@@ -34,6 +35,7 @@ from tokenprobe.sim.disagg import DisaggResult, Split, run_disaggregated
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
+from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.runconfig import deployment_config
@@ -100,15 +102,17 @@ def run_workload(
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
     frontend: Frontend | None = None,
+    gap_fn: GapFn | None = None,
 ) -> SimResult:
     """The simulator without the cost model: any step function and KV pool (tests use this).
     `frontend_s`: each request's latency through the serving front end (engine.py); `frontend`:
-    the API-server processes as a resource instead (sim/frontend.py)."""
+    the API-server processes as a resource instead (sim/frontend.py); `gap_fn`: each step's CPU
+    slice, not GPU-busy (sim/gpu_gap.py)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     ledger = Ledger()
     sched = SCHEDULERS[scheduler](config, pool, ledger)
-    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend)
+    engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend, gap_fn)
     requests = workload.generate(np.random.default_rng(seed))
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     result = engine.run(requests, concurrency)
@@ -166,6 +170,7 @@ def simulate(
     host: str | HostSpec | None = None,
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
+    host_power: bool = False,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -181,7 +186,9 @@ def simulate(
     (sim/frontend.py; costs from `host_model`, default `HostModel()`); with neither, the front end
     is the fixed latency `Efficiency.request_overhead_s`, as the profiles were fitted.
     `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
-    GPU waits while that process serves HTTP and streams: sim/frontend.py).
+    GPU waits while that process serves HTTP and streams: sim/frontend.py). `host_power`: the
+    host's base power (hosts.toml `base_power_w`) joins the energy, on the basis "GPU + host"
+    (sim/energy_basis.py).
 
     `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
     prefill and decode workers.
@@ -212,6 +219,10 @@ def simulate(
             dep, api_server_processes, host, host_model, engine_in_api_server
         )
         run_config = replace(run_config, extra={**run_config.extra, "frontend": front_cfg})
+    if host_power:
+        spec = host if isinstance(host, HostSpec) else get_host(host or "default")
+        base_w = host_base_power_w(spec, dep.num_gpus)
+        run_config = replace(run_config, extra={**run_config.extra, "host_base_w": base_w})
     return run_workload(
         workload,
         step_fn,
@@ -227,6 +238,7 @@ def simulate(
         slo_tpot_s=slo_tpot_s,
         frontend_s=dep.efficiency.request_overhead_s,
         frontend=frontend,
+        gap_fn=cost_gap_fn(dep),
     )
 
 

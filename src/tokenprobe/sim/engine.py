@@ -7,7 +7,9 @@ vLLM sees all requests that were added before it steps.
 
 The GPU is either running one step (whose time and energy come from `step_fn`, the cost model) or
 idle at `idle_power_w` until the next arrival. The power timeline has one point per step and per
-idle spell, so total energy = sum(power x duration) over it, idle time included.
+idle spell, so total energy = sum(power x duration) over it, idle time included. With a `gap_fn`
+(sim/gpu_gap.py) a step is two points, the engine's CPU slice (no kernel: not GPU-busy) and then
+its kernels; `busy_s` counts only the kernels.
 
 A request sent at t reaches the scheduler at t + `frontend_s` (`Efficiency.request_overhead_s`:
 the serving front end's HTTP handling, chat template, tokenization and hand-off to the engine
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim.base import Scheduler, StepPlan
 from tokenprobe.sim.frontend import Frontend
+from tokenprobe.sim.gpu_gap import GapFn, split_step
 from tokenprobe.sim.state import Ledger, Seq
 from tokenprobe.workload import RequestSpec
 
@@ -104,8 +107,10 @@ class Engine:
         progress: ProgressFn | None = None,
         frontend_s: float = 0.0,
         frontend: Frontend | None = None,
+        gap_fn: GapFn | None = None,
     ) -> None:
         self.sched = scheduler
+        self.gap_fn = gap_fn  # the step's CPU slice, not GPU-busy (sim/gpu_gap.py)
         self.frontend_s = frontend_s
         self.frontend = frontend
         self.ledger = ledger
@@ -232,14 +237,21 @@ class Engine:
         if fe is not None and fe.shares_engine:
             fe.run_engine_step(now, end_s)
         prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
+        gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
+        if self.gap_fn is not None:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
+            gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *self.gap_fn(plan))
         self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
         rows = self.timeline.rows
         if rows[-1][0] == now:  # replaces a zero-length idle point
             rows.pop()
         batch = prefill_seqs + decode_seqs
-        rows.append((now, batch, kv, queue, energy_j / time_s, prefill_tokens, decode_seqs))
+        if gap_s > 0:
+            rows.append((now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
+        if gap_s < time_s:
+            row = (now + gap_s, batch, kv, queue, power_w, prefill_tokens, decode_seqs)
+            rows.append(row)
         self.step_energy_j += energy_j
-        self.busy_s += time_s
+        self.busy_s += time_s - gap_s
         self.busy = True
         self._push(end_s, _STEP_DONE, self.step)
 

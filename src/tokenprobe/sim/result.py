@@ -23,6 +23,7 @@ from typing import Any
 
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
+from tokenprobe.sim.energy_basis import basis_figures
 from tokenprobe.sim.engine import EngineResult
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Seq
@@ -183,7 +184,7 @@ class SimResult:
         traced = sum(1 for r in self.records if r.token_times_s)
         return {
             **s,
-            "energy": energy_summary(self.engine, s["input_tokens"], s["output_tokens"]),
+            "energy": self.energy_on_basis(s["input_tokens"], s["output_tokens"]),
             "kv": {
                 "peak_blocks_used": self.pool.peak_used_blocks,
                 "capacity_blocks": self.pool.capacity_blocks,
@@ -199,6 +200,12 @@ class SimResult:
             "config": self.config,
         }
 
+    def energy_on_basis(self, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+        """GPU energy (module docstring) and the same run on its basis (sim/energy_basis.py)."""
+        energy = energy_summary(self.engine, input_tokens, output_tokens)
+        end_s = self.engine.end_s
+        return {**energy, **basis_figures(energy["total_j"], self.config, end_s, output_tokens)}
+
     def frontend_summary(self) -> dict[str, Any]:
         """The API-server processes: utilization, requests' wait in front of them and the mean
         queue there (Little's law: total wait / run time), the mean token delivery lag."""
@@ -211,7 +218,9 @@ class SimResult:
             "api_server_processes": fe.processes,
             "utilization": fe.busy_s / (fe.processes * end) if end > 0 else None,
             "wait_mean_s": sum(waits) / len(waits) if waits else None,
+            "wait_p50_s": waits[int(0.5 * (len(waits) - 1))] if waits else None,
             "wait_p90_s": waits[int(0.9 * (len(waits) - 1))] if waits else None,
+            "wait_p99_s": waits[int(0.99 * (len(waits) - 1))] if waits else None,
             "queue_mean": sum(waits) / end if end > 0 else None,
             "token_lag_mean_s": sum(lags) / len(lags) if lags else None,
         }
