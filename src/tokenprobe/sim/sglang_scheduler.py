@@ -18,10 +18,12 @@ global_config.py and server_args.py for the constants below):
   (add_chunked_req), (c) running requests stay under max_running_requests, and (d) the KV
   reservation holds. With the radix cache on (SGLang's default) that is
       rem_total = free − Σ_running ratio · min(max_new − out, 4096)
-                       − Σ_admitted (extend + min(max_new, 4096)),
-  and a request is admitted only if extend + min(max_new, 4096) < rem_total (CLIP_MAX_NEW_TOKENS
-  4096; extend: the prompt tokens it must compute; evictable radix-cache tokens count as free,
-  as cached blocks are free here, sim/kv.py). With the radix cache off and `ignore_eos` requests
+                       − Σ_admitted (extend + min(max_new − out, 4096)),
+  and a request is admitted only if extend + min(max_new − out, 4096) < rem_total
+  (CLIP_MAX_NEW_TOKENS 4096; extend: the prompt tokens it must compute, out: output tokens it
+  already has, from before a retraction; evictable radix-cache tokens count as free, as cached
+  blocks are free here, sim/kv.py); (a) stops at the first request whose extend is >= the
+  prompt tokens left. With the radix cache off and `ignore_eos` requests
   (sglang.bench_serving sends ignore_eos unless told not to; a simulated request always runs to
   its output length) it checks instead that the pool holds every running and admitted request
   at its peak (`add_one_req_ignore_eos`): sorted by tokens left L_i, with KV O_i, each i needs
@@ -180,7 +182,7 @@ class SglangScheduler(ContinuousScheduler):
             chunk, _ = self._schedule_prefills(step, chunk)
             for seq, n in self._chunks:
                 done = seq.computed + n == seq.target
-                self._charge(n, min(seq.output_tokens, CLIP_MAX_NEW_TOKENS) if done else 0)
+                self._charge(n, self._max_new(seq) if done else 0)
         if self.waiting and not self.batch_is_full and chunk > 0:
             self._admit(now_s, chunk)
             if len(self.running) >= cfg.max_num_seqs:
@@ -205,14 +207,14 @@ class SglangScheduler(ContinuousScheduler):
         if self._stop:
             return False
         extend = seq.target - cached_tokens
-        max_new = min(seq.output_tokens, CLIP_MAX_NEW_TOKENS)
+        max_new = self._max_new(seq)
         if self._exact:
             if not self._fits_at_peak(seq, extend):
                 return self._no_token()
         else:
             if extend + max_new >= self._rem_total:
                 return self._no_token()
-            if extend > self._rem_input and self._chunks:
+            if extend >= self._rem_input and self._chunks:
                 self._stop = True
                 return False
         self._charge(n, 0 if n < extend else max_new)
@@ -222,6 +224,11 @@ class SglangScheduler(ContinuousScheduler):
         elif self._rem_input <= 0:
             self._stop = True
         return True
+
+    @staticmethod
+    def _max_new(seq: Seq) -> int:
+        """What a request's admission reserves for its output: min(max_new − out, 4096)."""
+        return min(seq.output_tokens - seq.generated, CLIP_MAX_NEW_TOKENS)
 
     def _no_token(self) -> bool:
         self.batch_is_full = True
