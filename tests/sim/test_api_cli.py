@@ -183,3 +183,18 @@ def test_cli_engine_presets_start_from_each_engines_defaults() -> None:
     assert out["config"]["scheduler"]["max_num_seqs"] == 64
     bad = runner.invoke(app, ["simulate", *flags, "--engine", "tgi"])
     assert bad.exit_code != 0 and "engine" in bad.output and "tensorrt-llm" in bad.output
+
+
+def test_cli_sglang_scheduler_flags() -> None:
+    flags = ["--model", "qwen3-8b", "--gpu", "h100-sxm", "--input-tokens", "200", "--engine"]
+    flags += ["sglang", "--output-tokens", "20", "--offline", "--num-requests", "8", "--json"]
+    plain = _simulate_json(*flags)["config"]["scheduler"]
+    assert plain["scheduling"] == "sglang" and not plain["enable_mixed_chunk"]
+    out = _simulate_json(
+        *flags, "--max-prefill-tokens", "4096", "--schedule-conservativeness", "0.5",
+        "--enable-mixed-chunk",
+    )["config"]["scheduler"]  # fmt: skip
+    assert (out["max_prefill_tokens"], out["schedule_conservativeness"]) == (4096, 0.5)
+    assert out["enable_mixed_chunk"]
+    bad = runner.invoke(app, ["simulate", *flags, "--schedule-conservativeness", "-1"])
+    assert bad.exit_code == 2 and "schedule_conservativeness" in bad.output

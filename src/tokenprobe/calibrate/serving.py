@@ -102,11 +102,32 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
     tokens = _flag(notes, *flags.get("max_num_batched_tokens", ()))
     util = _flag(notes, *flags.get("gpu_memory_utilization", ()))
     max_seqs = int(seqs or base.max_num_seqs)
-    return replace(
+    tokens = int(tokens or base.max_num_batched_tokens)
+    config = replace(
         base,
         max_num_seqs=max_seqs,
-        max_num_batched_tokens=max(int(tokens or base.max_num_batched_tokens), max_seqs),
+        # vLLM and TensorRT-LLM need a step budget of at least one token a sequence; SGLang's
+        # chunk bounds prefill tokens only
+        max_num_batched_tokens=tokens if base.scheduling == "sglang" else max(tokens, max_seqs),
         gpu_memory_utilization=util or base.gpu_memory_utilization,
+    )
+    return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+
+
+def _sglang_flags(
+    config: SchedulerConfig, notes: str, flags: Mapping[str, tuple[str, ...]]
+) -> SchedulerConfig:
+    """SGLang's scheduler settings in the serving command (sim/sglang_scheduler.py)."""
+    prefill = _flag(notes, *flags.get("max_prefill_tokens", ()))
+    conservativeness = _flag(notes, *flags.get("schedule_conservativeness", ()))
+    return replace(
+        config,
+        max_prefill_tokens=int(prefill or config.max_prefill_tokens),
+        schedule_conservativeness=(
+            config.schedule_conservativeness if conservativeness is None else conservativeness
+        ),
+        enable_mixed_chunk=config.enable_mixed_chunk or "--enable-mixed-chunk" in notes,
+        prefix_caching=config.prefix_caching and "--disable-radix-cache" not in notes,
     )
 
 

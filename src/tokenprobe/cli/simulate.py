@@ -34,6 +34,11 @@ from tokenprobe.cli.frontend_tables import (
 )
 from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, progress, prose
+from tokenprobe.cli.sglang_options import (
+    EnableMixedChunkOption,
+    MaxPrefillTokensOption,
+    ScheduleConservativenessOption,
+)
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
@@ -76,6 +81,9 @@ class ServerFlags:
     capacity_policy: str | None = None
     memory_rule: str | None = None
     batch_window_s: float | None = None
+    max_prefill_tokens: int | None = None
+    schedule_conservativeness: float | None = None
+    enable_mixed_chunk: bool = False
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
         base = base or SchedulerConfig()
@@ -92,6 +100,11 @@ class ServerFlags:
             capacity_policy=self.capacity_policy or base.capacity_policy,
             memory_rule=self.memory_rule or base.memory_rule,
             batch_window_s=_given(self.batch_window_s, base.batch_window_s),
+            max_prefill_tokens=_given(self.max_prefill_tokens, base.max_prefill_tokens),
+            schedule_conservativeness=_given(
+                self.schedule_conservativeness, base.schedule_conservativeness
+            ),
+            enable_mixed_chunk=base.enable_mixed_chunk or self.enable_mixed_chunk,
         )
 
 
@@ -229,6 +242,9 @@ def simulate_cmd(
             "the summary compares it with no window"
         ),
     ] = None,
+    max_prefill_tokens: MaxPrefillTokensOption = None,
+    schedule_conservativeness: ScheduleConservativenessOption = None,
+    enable_mixed_chunk: EnableMixedChunkOption = False,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -243,6 +259,9 @@ def simulate_cmd(
         capacity_policy,
         memory_rule,
         batch_window_s,
+        max_prefill_tokens,
+        schedule_conservativeness,
+        enable_mixed_chunk,
     )
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))

@@ -20,6 +20,9 @@ from tokenprobe.sim.state import Ledger, Seq
 MAX_UTILIZATION = "max_utilization"
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
+VLLM_SCHEDULING, SGLANG_SCHEDULING = "vllm", "sglang"
+SCHEDULINGS = (VLLM_SCHEDULING, SGLANG_SCHEDULING)
+MAX_CONSERVATIVENESS = 100.0  # SGLang asserts >= 0; init ratio 0.7 x this is capped at 1 anyway
 MAX_BATCH_WINDOW_S = 3600.0  # an hour: far beyond any admission delay worth simulating
 
 
@@ -61,17 +64,23 @@ class SchedulerConfig:
     capacity_policy: str = MAX_UTILIZATION
     memory_rule: str = VLLM_RULE
     batch_window_s: float = 0.0
+    scheduling: str = VLLM_SCHEDULING
+    max_prefill_tokens: int = 16384
+    schedule_conservativeness: float = 1.0
+    enable_mixed_chunk: bool = False
 
     def __post_init__(self) -> None:
         window = self.batch_window_s
         ok = isinstance(window, int | float) and not isinstance(window, bool)
         if not ok or not 0 <= window <= MAX_BATCH_WINDOW_S:
             raise ConfigError("batch_window_s", window, f"a time in [0, {MAX_BATCH_WINDOW_S}] s")
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_prefill_tokens"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(name, value, "an integer >= 1")
-        if self.max_num_batched_tokens < self.max_num_seqs:
+        self._check_scheduling()
+        sglang = self.scheduling == SGLANG_SCHEDULING  # SGLang's decode batch has no token cap
+        if not sglang and self.max_num_batched_tokens < self.max_num_seqs:
             raise ConfigError(
                 "max_num_batched_tokens",
                 self.max_num_batched_tokens,
@@ -84,6 +93,20 @@ class SchedulerConfig:
         if self.capacity_policy not in CAPACITY_POLICIES:
             raise ConfigError(
                 "capacity_policy", self.capacity_policy, f"one of {', '.join(CAPACITY_POLICIES)}"
+            )
+
+    def _check_scheduling(self) -> None:
+        if self.scheduling not in SCHEDULINGS:
+            raise ConfigError("scheduling", self.scheduling, f"one of {', '.join(SCHEDULINGS)}")
+        c = self.schedule_conservativeness
+        ok = isinstance(c, int | float) and not isinstance(c, bool)
+        if not ok or not 0 <= c <= MAX_CONSERVATIVENESS:  # NaN fails both
+            raise ConfigError("schedule_conservativeness", c, f"in [0, {MAX_CONSERVATIVENESS}]")
+        if self.scheduling == SGLANG_SCHEDULING and self.capacity_policy != MAX_UTILIZATION:
+            raise ConfigError(
+                "capacity_policy",
+                self.capacity_policy,
+                "max_utilization with SGLang scheduling (it reserves KV by new_token_ratio)",
             )
 
 

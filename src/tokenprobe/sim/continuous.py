@@ -209,7 +209,8 @@ class ContinuousScheduler:
             n = min(n, budget)
             held = seq.input_tokens + seq.output_tokens - 1 if self._reserve else cached_tokens + n
             need = pool.seq_blocks(held) - shared - hits
-            if need + hits > pool.free_blocks:  # the hits leave the free queue too
+            # the hits leave the free queue too
+            if need + hits > pool.free_blocks or not self._admissible(seq, cached_tokens, n):
                 self._undo_prefix(spec.prefix_group, shared)
                 break
             self.waiting.popleft()
@@ -225,6 +226,11 @@ class ContinuousScheduler:
             self.prefilling[seq.idx] = seq
             self._chunks.append((seq, n))
             budget -= n
+
+    def _admissible(self, seq: Seq, cached_tokens: int, n: int) -> bool:  # noqa: ARG002
+        """A subclass's admission rule beyond free blocks and budget (SGLang's KV reservation,
+        sim/sglang_scheduler.py), asked once the blocks are known to be free; True admits."""
+        return True
 
     def _undo_prefix(self, group: int, shared: int) -> None:
         if shared:
@@ -320,7 +326,11 @@ class ContinuousScheduler:
             seq.finish_s = end_s
             finished.append(seq)
             return
-        seq.dec_start = step + 1
+        self._start_decoding(seq, step + 1)
+
+    def _start_decoding(self, seq: Seq, first_step: int) -> None:
+        """`seq` (KV of `target` tokens) decodes one token a step from `first_step` on."""
+        seq.dec_start = first_step
         self._n_dec += 1
         self._ctx_offset += seq.target - seq.dec_start
         if not self._reserve:  # reserved requests need no block as they decode

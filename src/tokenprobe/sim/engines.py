@@ -8,7 +8,10 @@
   mem_fraction_static 0.88/0.87/0.85/0.81 at TP 1/2/4/8 (0.81 beyond), the share of HBM for
   weights + KV, activations in the rest (sglang/srt/server_args.py); running requests bounded
   by the KV pool (`SGLANG_MAX_RUNNING` caps them for the simulator); the radix cache keeps
-  prompts, so a retracted request finds them again.
+  prompts, so a retracted request finds them again. Scheduled as SGLang schedules
+  (sim/sglang_scheduler.py: prefill-first batches, KV reserved by new_token_ratio,
+  retraction), with page_size 1, max_prefill_tokens 16384, schedule_conservativeness 1 and
+  mixed chunks off (server_args.py ServerArgs defaults, 0.4-0.5).
 - tensorrt-llm (`trtllm-serve`, 1.x): max_batch_size 2048, max_num_tokens 8192; the KV cache
   takes free_gpu_memory_fraction 0.9 of the memory free once the engine is loaded; the
   guaranteed-no-evict capacity scheduler (KV for a request's whole length at admission, never
@@ -32,7 +35,7 @@ from typing import Any
 from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
-from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig
+from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SGLANG_SCHEDULING, SchedulerConfig
 from tokenprobe.units import GiB
 
 
@@ -71,6 +74,8 @@ PRESETS = {
             "max_num_seqs": ("--max-running-requests",),
             "max_num_batched_tokens": ("--chunked-prefill-size",),
             "gpu_memory_utilization": ("--mem-fraction-static",),
+            "max_prefill_tokens": ("--max-prefill-tokens",),
+            "schedule_conservativeness": ("--schedule-conservativeness",),
         },
         {"nvidia": "sglang"},
     ),
@@ -99,6 +104,7 @@ def engine_preset(name: str) -> EnginePreset:
 SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
 SGLANG_MEM_FRACTION_BEYOND = 0.81
 SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
+SGLANG_PAGE_SIZE = 1  # server_args.py ServerArgs.page_size (0.4-0.5): KV per token, no blocks
 # chunked_prefill_size by GPU memory: (at least this many HBM bytes, tokens), largest first
 SGLANG_CHUNK_TOKENS_BY_HBM_BYTES = (
     (160 * GiB, 16384),
@@ -150,9 +156,10 @@ def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) ->
     chunk = next(t for low, t in SGLANG_CHUNK_TOKENS_BY_HBM_BYTES if gpu.hbm_bytes >= low)
     fields: dict[str, Any] = {
         "max_num_seqs": SGLANG_MAX_RUNNING,
-        # the simulator's step budget covers prefill chunk and decodes; SGLang's chunk bounds
-        # the prefill alone, so the budget must also let every running request decode
-        "max_num_batched_tokens": max(chunk, SGLANG_MAX_RUNNING),
+        # SGLang's scheduler: the step budget is the prefill chunk; a decode batch has none
+        "scheduling": SGLANG_SCHEDULING,
+        "max_num_batched_tokens": chunk,
+        "block_size": SGLANG_PAGE_SIZE,
         "gpu_memory_utilization": SGLANG_MEM_FRACTION.get(tp, SGLANG_MEM_FRACTION_BEYOND),
         "memory_rule": SGLANG_RULE,
         "prefix_caching": True,

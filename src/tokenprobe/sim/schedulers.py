@@ -1,18 +1,31 @@
-"""The schedulers the simulator knows: a plain dict, name -> class (one edit adds one)."""
+"""The schedulers the simulator knows: a plain dict, name -> class (one edit adds one).
+
+"continuous" runs the continuous-batching policy its config names (`SchedulerConfig.scheduling`):
+vLLM's (sim/continuous.py) or SGLang's (sim/sglang_scheduler.py), so an engine preset picks it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tokenprobe.sim.base import Scheduler, SchedulerConfig
+from tokenprobe.sim.base import SGLANG_SCHEDULING, Scheduler, SchedulerConfig
 from tokenprobe.sim.continuous import ContinuousScheduler
 from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.sglang_scheduler import SglangScheduler
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.static import StaticScheduler
 
 SchedulerClass = Callable[[SchedulerConfig, BlockPool, Ledger], Scheduler]
 
+
+def continuous(config: SchedulerConfig, pool: BlockPool, ledger: Ledger) -> Scheduler:
+    """Continuous batching under the engine policy `config.scheduling` names."""
+    if config.scheduling == SGLANG_SCHEDULING:
+        return SglangScheduler(config, pool, ledger)
+    return ContinuousScheduler(config, pool, ledger)
+
+
 SCHEDULERS: dict[str, SchedulerClass] = {
-    "continuous": ContinuousScheduler,
+    "continuous": continuous,
     "static": StaticScheduler,
 }
