@@ -35,7 +35,13 @@ from tokenprobe.cost.memory import (
 )
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
-from tokenprobe.cost.specdecode import SpecDecode, spec_step
+from tokenprobe.cost.specdecode import (
+    SpecDecode,
+    draft_fraction,
+    draft_passes,
+    spec_step,
+    verify_rows,
+)
 from tokenprobe.cost.step import OpCost, StepCost, idle_power_w, op_costs, step_cost
 
 __all__ = [
@@ -67,6 +73,8 @@ __all__ = [
     "allreduce_time_s",
     "check_processes",
     "compute_bound_batch",
+    "draft_fraction",
+    "draft_passes",
     "estimate",
     "estimate_deployment",
     "idle_power_w",
@@ -82,4 +90,5 @@ __all__ = [
     "state_bytes_per_seq_per_gpu",
     "step_cost",
     "transfer_time_s",
+    "verify_rows",
 ]
