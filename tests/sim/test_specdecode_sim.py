@@ -140,6 +140,20 @@ def test_chunks_kv_slots_and_the_last_step_clip_by_hand() -> None:
     assert peaks == {"mtp": 4, "ngram": 3}
 
 
+def test_a_request_whose_last_step_cannot_fit_its_slots_is_refused() -> None:
+    """A 16-token cache (4 blocks of 4): 8 in + 8 out needs 15 slots without speculation; its
+    last step with mtp:3 takes 15 + 3 drafts + 3 lookahead = 21, more than the cache (refused:
+    alone it could never finish), with ngram:1 15 + 1 = 16, which fits."""
+    wl = Workload(Arrival("offline"), _fixed(8, "input_tokens"), _fixed(8, "output_tokens"), 1)
+    config = SchedulerConfig(block_size=4)
+    mtp = _run(wl, SpecDecode("mtp", 3, 0.5), capacity=4, config=config).records[0]
+    assert mtp.error_kind == "rejected_too_long" and "needs KV for 21 tokens" in str(
+        mtp.error_message
+    )
+    ngram = _run(wl, SpecDecode("ngram", 1, 0.5), capacity=4, config=config).records[0]
+    assert ngram.ok and ngram.output_tokens == 8
+
+
 def test_mean_tokens_per_step_is_the_expectation_within_sampling_error() -> None:
     """k = 3, a = 0.7: tokens per step X in 1..4 with P = 0.3, 0.21, 0.147, 0.343, so
     E = 2.533 (Leviathan et al.) and Var = E[X^2] - E^2 = 7.951 - 6.418 = 1.534. Over n

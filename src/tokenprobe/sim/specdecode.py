@@ -106,17 +106,17 @@ class SpecScheduler(ContinuousScheduler):
         return self._draft_rows == self._n_dec * self.spec.draft_tokens
 
     def add(self, seq: Seq, now_s: float) -> str | None:
-        reason = super().add(seq, now_s)
+        """As the plain scheduler, refusing also a request whose last step's slots (its whole
+        length plus k drafts and the lookahead) exceed the cache: alone it could not finish."""
         extra = self.spec.draft_tokens + self.lookahead
         need = seq.input_tokens + seq.output_tokens - 1 + extra
-        if reason is None and self.pool.seq_blocks(need) > self.pool.capacity_blocks:
-            self.waiting.pop()
-            reason = (
+        if self.pool.seq_blocks(need) > self.pool.capacity_blocks:
+            return (
                 f"needs KV for {need} tokens ({seq.input_tokens} in + {seq.output_tokens} out "
                 f"+ {extra} speculative slots), more than the whole cache "
                 f"({self.pool.capacity_tokens} tokens)"
             )
-        return reason
+        return super().add(seq, now_s)
 
     # ------------------------------------------------------------ planning
 
@@ -247,9 +247,11 @@ class SpecScheduler(ContinuousScheduler):
 
     def summary(self) -> dict[str, Any]:
         """The setting and what the run measured (the `spec_decode` key of `simulate --json`):
-        tokens per verification step as vLLM's mean acceptance length (1 + accepted / steps,
-        before the output-length clip) and the acceptance rate (accepted / drafted, as
-        vllm:spec_decode_num_accepted_tokens / num_draft_tokens)."""
+        accepted drafts and tokens per verification step (the latter vLLM's mean acceptance
+        length, 1 + accepted / steps; both before the output-length clip) and the acceptance
+        rate (accepted / drafted, as vllm:spec_decode_num_accepted_tokens / num_draft_tokens:
+        (E - 1) / k in expectation, below the per-token acceptance a, since drafting stops at
+        the first rejection)."""
         s, steps = self.spec, self.verify_steps
         return {
             "method": s.method,
@@ -260,6 +262,7 @@ class SpecScheduler(ContinuousScheduler):
             "drafted_tokens": self.drafted,
             "accepted_tokens": self.accepted,
             "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
+            "accepted_tokens_per_step_mean": self.accepted / steps if steps else None,
             "tokens_per_step_mean": 1.0 + self.accepted / steps if steps else None,
             "emitted_decode_tokens": self.emitted,
             "lookahead_slots": self.lookahead,
