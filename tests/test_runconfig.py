@@ -148,7 +148,8 @@ def test_an_old_simulated_config_reads_its_deployment() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [("tp", "2"), ("tp", 0), ("pp", True), ("power_limit_w", -5), ("slo_ttft_s", "x"),
-     ("efficiency", {"memory": "high"}), ("scheduler", [1]), ("gpu", 3), ("seed", -1)],
+     ("efficiency", {"memory": "high"}), ("scheduler", [1]), ("gpu", 3), ("seed", -1),
+     ("spec_decode", 2), ("spec_acceptance", "x")],
 )  # fmt: skip
 def test_a_field_of_the_wrong_type_is_refused_naming_it(key: str, value: object) -> None:
     with pytest.raises(SchemaError, match=f"config.{key}"):
@@ -162,6 +163,7 @@ def test_every_deployment_field_is_written() -> None:
     values |= dict(weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8", profile="p")
     values |= dict(efficiency={"memory": 0.5}, power={"dvfs_exponent": 2.0})
     values |= dict(power_limit_w=300.0, engine="sglang", scheduler={"max_num_seqs": 8})
+    values |= dict(spec_decode="mtp:2", spec_acceptance=0.8)
     assert set(values) == {f.name for f in fields(DeploymentConfig)}  # this test knows them all
     dc = DeploymentConfig(**values)  # type: ignore[arg-type]
     doc = RunConfig("measured", deployment=dc, seed=0).to_dict()

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokenprobe.cli import app
-from tokenprobe.cost import SpecDecode, estimate, make_deployment, spec_step
+from tokenprobe.cost import SpecDecode, draft_fraction, estimate, make_deployment, spec_step
 from tokenprobe.cost.estimate import decode_step
 from tokenprobe.errors import ConfigError
 
@@ -101,3 +101,27 @@ def test_cli_flags() -> None:
     assert table.exit_code == 0 and "tokens/step" in table.output, table.output
     bad = runner.invoke(app, [*base, "--spec-decode", "eagle:4"], env={"COLUMNS": "300"})
     assert bad.exit_code == 2 and "spec_acceptance" in bad.output, bad.output
+
+
+def test_draft_fraction_of_a_tied_embedding_model_counts_one_vocab_matrix() -> None:
+    """Llama-3.2-1B ties its LM head to the embedding (config.json: hidden 2048, intermediate
+    8192, 32 heads and 8 KV heads of 64, 16 layers, vocab 128256, tie_word_embeddings true).
+    One layer: q and o 2048 x 2048 each, k and v 2048 x 512 each (10,485,760), the MLP
+    3 x 2048 x 8192 (50,331,648), two RMSNorms (4,096): 60,821,504; 16 of them, the one
+    128256 x 2048 matrix (262,668,288) and the final norm: 1,235,814,400 parameters. The
+    decoder body is the model less that one matrix (not two): the draft reads one layer (plus
+    a 16th of the final norm) and the head: (60,821,504 + 128 + 262,668,288) / 1,235,814,400."""
+    dep = make_deployment("llama-3.2-1b", "h100-sxm")
+    assert dep.model.params_active == 1_235_814_400
+    expected = (60_821_504 + 2048 / 16 + 262_668_288) / 1_235_814_400
+    assert draft_fraction(dep) == pytest.approx(expected, rel=1e-9)
+    # an untied model (Llama-3.1-8B) still has its head counted apart from the embedding
+    m = DEP.model
+    head = m.vocab_size * m.hidden_size
+    untied = ((m.params_active - 2 * head) / m.num_layers + head) / m.params_active
+    assert draft_fraction(DEP) == pytest.approx(untied, rel=1e-9)
+
+
+def test_an_unknown_method_is_named_before_the_missing_acceptance() -> None:
+    with pytest.raises(ConfigError, match=r"^spec_decode='medusa:2'"):
+        SpecDecode.parse("medusa:2")

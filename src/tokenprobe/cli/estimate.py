@@ -10,12 +10,12 @@ from rich.text import Text
 from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
+from tokenprobe.cli.spec_options import SpecAcceptanceOption, SpecDecodeOption, spec_of
 from tokenprobe.cost import (
     DEFAULT_API_SERVER_PROCESSES,
     DEFAULT_ENGINE_INIT_S,
     Efficiency,
     Estimate,
-    SpecDecode,
     estimate,
 )
 from tokenprobe.errors import ConfigError
@@ -85,14 +85,8 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
-    spec_decode: Annotated[
-        str | None,
-        typer.Option(help="Speculative decoding METHOD:K: mtp:1, eagle:4, ngram:4 (k drafts)"),
-    ] = None,
-    spec_acceptance: Annotated[
-        float | None,
-        typer.Option(help="Per-token draft acceptance, 0..1 (default: mtp 0.85; others: give it)"),
-    ] = None,
+    spec_decode: SpecDecodeOption = None,
+    spec_acceptance: SpecAcceptanceOption = None,
     expert_parallel: Annotated[
         bool, typer.Option(help="Spread MoE experts over the TP GPUs")
     ] = False,
@@ -210,12 +204,7 @@ def estimate_cmd(
             api_server_processes=api_server_processes,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
-            spec_decode=None
-            if spec_decode is None
-            else SpecDecode.parse(
-                spec_decode,
-                None if spec_acceptance is None else finite("spec_acceptance", spec_acceptance),
-            ),
+            spec_decode=spec_of(spec_decode, spec_acceptance),
         )
 
     result = guarded(run)

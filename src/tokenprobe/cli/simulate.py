@@ -39,6 +39,12 @@ from tokenprobe.cli.sglang_options import (
     MaxPrefillTokensOption,
     ScheduleConservativenessOption,
 )
+from tokenprobe.cli.spec_options import (
+    SpecAcceptanceOption,
+    SpecDecodeOption,
+    spec_of,
+    spec_summary_line,
+)
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
@@ -245,6 +251,8 @@ def simulate_cmd(
     max_prefill_tokens: MaxPrefillTokensOption = None,
     schedule_conservativeness: ScheduleConservativenessOption = None,
     enable_mixed_chunk: EnableMixedChunkOption = False,
+    spec_decode: SpecDecodeOption = None,
+    spec_acceptance: SpecAcceptanceOption = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
@@ -263,6 +271,9 @@ def simulate_cmd(
         schedule_conservativeness,
         enable_mixed_chunk,
     )
+    spec = guarded(lambda: spec_of(spec_decode, spec_acceptance))
+    if spec is not None and (scenario is not None or replicas != 1 or disaggregate is not None):
+        guarded(lambda: _no_spec_here(spec_decode))
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))
         results = guarded(lambda: _run_scenario(sc, seed, flags, scheduler))
@@ -342,7 +353,9 @@ def simulate_cmd(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, **common,
             )  # fmt: skip
-        return simulate(deployment=dep, workload=wl, progress=progress, **common, **front_end)
+        return simulate(
+            deployment=dep, workload=wl, progress=progress, spec_decode=spec, **common, **front_end
+        )
 
     show_bar = not json_out and num_requests >= PROGRESS_MIN_REQUESTS
     result = guarded(lambda: _with_progress(run, show_bar))
@@ -358,6 +371,14 @@ def simulate_cmd(
     render_simulation(data)
     if out is not None:
         prose(f"run folder written to {out}", markup=False)
+
+
+def _no_spec_here(spec_decode: str | None) -> None:
+    raise ConfigError(
+        "spec_decode",
+        spec_decode,
+        "one replica only (not with --scenario, --replicas or --disaggregate yet)",
+    )
 
 
 def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult:
@@ -507,6 +528,8 @@ def render_simulation(d: dict[str, Any]) -> None:
         *basis_rows(e),
     ]
     print_table("Throughput, KV cache and energy", PAIR_COLUMNS, rows)
+    if "spec_decode" in d:
+        prose(spec_summary_line(d["spec_decode"]), markup=False)
     if "frontend" in d:
         frontend_table(d["frontend"])
     if "batch_window" in d:

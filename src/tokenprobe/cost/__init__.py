@@ -35,7 +35,13 @@ from tokenprobe.cost.memory import (
 )
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
-from tokenprobe.cost.specdecode import SpecDecode, spec_step
+from tokenprobe.cost.specdecode import (
+    SpecDecode,
+    draft_fraction,
+    draft_passes,
+    spec_step,
+    verify_rows,
+)
 from tokenprobe.cost.step import (
     OpCost,
     StepCost,
@@ -77,6 +83,8 @@ __all__ = [
     "allreduce_time_s",
     "check_processes",
     "compute_bound_batch",
+    "draft_fraction",
+    "draft_passes",
     "estimate",
     "estimate_deployment",
     "host_base_power_w",
@@ -97,4 +105,5 @@ __all__ = [
     "step_cost",
     "thermal",
     "transfer_time_s",
+    "verify_rows",
 ]

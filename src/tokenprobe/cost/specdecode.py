@@ -69,6 +69,8 @@ class SpecDecode:
         if m is None:
             raise ConfigError("spec_decode", text, "METHOD:K, e.g. mtp:1, eagle:4, ngram:4")
         method, k = m.group(1), int(m.group(2))
+        if method not in METHODS:  # before the acceptance, which has no default for it
+            raise ConfigError("spec_decode", text, f"a method of {', '.join(METHODS)}")
         if acceptance is None:
             acceptance = DEFAULT_ACCEPTANCE.get(method)
         if acceptance is None:
@@ -92,21 +94,39 @@ class SpecDecode:
 
 def draft_fraction(dep: Deployment) -> float:
     """One layer's weights plus the LM head over the weights a decode token reads (the
-    draft head of mtp / eagle against the whole model, by weight reads)."""
+    draft head of mtp / eagle against the whole model, by weight reads). The decoder layers are
+    the model less its vocab x hidden matrices: two when the LM head is its own matrix, one
+    when it is tied to the embedding (Llama-3.2-1B/3B, Gemma); the draft runs the head either
+    way."""
     m = dep.model
     head = m.vocab_size * m.hidden_size
     layers = max(m.num_layers, 1)
-    body = max(m.params_active - 2 * head, 0.0)
+    body = max(m.params_active - m.embedding_params - m.lm_head_params, 0.0)
     return min(1.0, (body / layers + head) / max(m.params_active, 1.0))
+
+
+def draft_passes(dep: Deployment, spec: SpecDecode) -> float:
+    """The draft's work per step in decode steps of the target: k runs of `draft_fraction`
+    for mtp / eagle, none for ngram (module docstring)."""
+    return 0.0 if spec.method == "ngram" else spec.draft_tokens * draft_fraction(dep)
+
+
+def verify_rows(seqs: int, context_tokens: int, draft_tokens: int) -> tuple[int, float]:
+    """The rows and attention (query, key) pairs that verifying `draft_tokens` drafts adds to
+    a decode step of `seqs` sequences holding `context_tokens` tokens of KV in all: each draft
+    position attends to its sequence's context and to the positions before it in the pass."""
+    k = draft_tokens
+    return seqs * k, k * context_tokens + seqs * k * (k + 1) / 2
 
 
 def verify_shape(batch: int, context_tokens: int, draft_tokens: int) -> BatchShape:
     """The verification pass (module docstring): a decode step of `batch` sequences plus
-    `draft_tokens` more positions each, attending to the context and to each other."""
-    k = draft_tokens
+    `draft_tokens` more positions each, attending to the context and to each other (their
+    rows priced as prompt rows of `batch` sequences)."""
+    rows, pairs = verify_rows(batch, batch * context_tokens, draft_tokens)
     return BatchShape(
-        prefill_tokens=batch * k,
-        prefill_attn_pairs=batch * k * (context_tokens + (k + 1) / 2),
+        prefill_tokens=rows,
+        prefill_attn_pairs=pairs,
         prefill_seqs=batch,
         decode_seqs=batch,
         decode_context_tokens=batch * context_tokens,
@@ -118,7 +138,7 @@ def spec_step(dep: Deployment, batch: int, context_tokens: int, spec: SpecDecode
     pass over k + 1 positions plus the draft's work, over E tokens per step; times in seconds
     per emitted token, FLOP and bytes per GPU per emitted token, power the step's average."""
     verify = step_cost(dep, verify_shape(batch, context_tokens, spec.draft_tokens))
-    draft_runs = 0.0 if spec.method == "ngram" else spec.draft_tokens * draft_fraction(dep)
+    draft_runs = draft_passes(dep, spec)
     one = step_cost(dep, BatchShape.decode(batch, context_tokens)) if draft_runs else None
     e = spec.tokens_per_step
 

@@ -12,7 +12,7 @@ from tokenprobe.diagnose.costview import deployment_of
 from tokenprobe.diagnose.replay import _shared_prefix_tokens, _specs, recorded_frontend
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.records import Run, RunConfig
-from tokenprobe.sim import scheduler_name, scheduler_of, simulate
+from tokenprobe.sim import scheduler_name, scheduler_of, simulate, spec_decode_of
 from tokenprobe.workload import Arrival, Workload
 
 MAX_REQUESTS = 20_000
@@ -41,6 +41,7 @@ def more_processes_effect(run: Run, processes: int) -> dict[str, Any] | None:
             profile=rc.deployment.profile,
             api_server_processes=processes,
             host=front["host"],
+            spec_decode=spec_decode_of(rc.deployment),
         )
     except TokenprobeError:
         return None

@@ -24,7 +24,8 @@ from tokenprobe.diagnose.costview import deployment_of
 from tokenprobe.diagnose.findings import Finding
 from tokenprobe.energy_join import EnergyReport
 from tokenprobe.errors import TokenprobeError
-from tokenprobe.records import Run
+from tokenprobe.records import Run, RunConfig
+from tokenprobe.sim import spec_decode_of
 
 MISMATCH_FACTOR = 2.0
 
@@ -54,8 +55,9 @@ def compare(run: Run, window_s: float, energy: EnergyReport | None) -> dict[str,
         return {"rows": [], "load": None, "notes": notes}
     mean_in, mean_out, batch = load
     try:
-        single = estimate_deployment(dep, Workload(mean_in, mean_out, 1))
-        loaded = estimate_deployment(dep, Workload(mean_in, mean_out, batch))
+        spec = spec_decode_of(RunConfig.of(run).deployment)  # a simulated run's speculation
+        single = estimate_deployment(dep, Workload(mean_in, mean_out, 1), spec=spec)
+        loaded = estimate_deployment(dep, Workload(mean_in, mean_out, batch), spec=spec)
     except TokenprobeError as exc:
         return {"rows": [], "load": None, "notes": [f"no prediction: {exc}"]}
     ok = [r for r in run.records if r.ok]

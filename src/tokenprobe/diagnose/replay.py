@@ -48,6 +48,7 @@ from tokenprobe.sim import (
     scheduler_name,
     scheduler_of,
     simulate,
+    spec_decode_of,
 )
 from tokenprobe.workload import Arrival, RequestSpec, Workload
 
@@ -229,6 +230,7 @@ def replay_comparison(
             trace_requests=min(len(specs), MAX_TRACED),
             profile=rc.deployment.profile,
             engine=preset,
+            spec_decode=spec_decode_of(rc.deployment),
             **recorded_frontend(run),
         )
     except TokenprobeError as exc:

@@ -4,7 +4,8 @@ calibrate) into the same objects.
 
 A `RunConfig` is `DeploymentConfig` (everything that prices the deployment: the model as served
 and its catalog name, GPU, tp/pp/ep, weight/activation/KV dtypes, the cost profile's name and
-its efficiency/power values, the power limit, the engine preset and its scheduler settings)
+its efficiency/power values, the power limit, the engine preset and its scheduler settings,
+speculative decoding when on)
 plus the workload, the SLOs, the run's source (measured / simulated / imported), the server's
 URL (credentials already masked by the load generator), version, engine (the `owned_by` of its
 model list) and served model id when known,
@@ -59,6 +60,8 @@ class DeploymentConfig:
     power_limit_w: float | None = None
     engine: str | None = None
     scheduler: dict[str, Any] = field(default_factory=dict)
+    spec_decode: str | None = None  # speculative decoding METHOD:K (cost.SpecDecode.parse)
+    spec_acceptance: float | None = None  # its per-token draft acceptance
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp"):
@@ -84,7 +87,7 @@ class DeploymentConfig:
 
 
 _STR_FIELDS: tuple[str, ...] = ("model", "catalog_model", "gpu", "weight_dtype", "act_dtype")
-_STR_FIELDS += ("kv_dtype", "profile", "engine")
+_STR_FIELDS += ("kv_dtype", "profile", "engine", "spec_decode")
 DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(DeploymentConfig))
 
 
@@ -195,6 +198,7 @@ def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
         power=_table(doc, "power"),
         power_limit_w=_opt_float(doc, "power_limit_w"),
         scheduler=_table(doc, "scheduler"),
+        spec_acceptance=_opt_float(doc, "spec_acceptance"),
     )
 
 

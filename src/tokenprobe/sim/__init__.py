@@ -5,6 +5,7 @@ engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-L
 frontend.py    the API-server processes (HTTP, tokenize, detokenize, SSE) as a CPU resource
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 static.py      static batching, for contrast
+specdecode.py  speculative decoding: k drafts verified per step, tokens from the acceptance
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
 kv.py          the paged KV block pool and the shared-prefix cache
@@ -44,6 +45,7 @@ from tokenprobe.sim.runconfig import (
     price_deployment,
     scheduler_name,
     scheduler_of,
+    spec_decode_of,
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
@@ -81,4 +83,5 @@ __all__ = [
     "scheduler_of",
     "simulate",
     "simulate_fleet",
+    "spec_decode_of",
 ]

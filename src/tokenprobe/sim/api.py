@@ -18,6 +18,7 @@ from tokenprobe.cost import (
     Deployment,
     HostModel,
     MemoryBudget,
+    SpecDecode,
     check_processes,
     host_base_power_w,
     idle_power_w,
@@ -38,8 +39,9 @@ from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
-from tokenprobe.sim.runconfig import deployment_config
+from tokenprobe.sim.runconfig import deployment_config, with_spec
 from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.sim.specdecode import SpecRun, spec_scheduler
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.stepcache import DecodeMemo
 from tokenprobe.workload import Workload, workload_dict
@@ -103,15 +105,22 @@ def run_workload(
     frontend_s: float = 0.0,
     frontend: Frontend | None = None,
     gap_fn: GapFn | None = None,
+    spec: SpecRun | None = None,
 ) -> SimResult:
     """The simulator without the cost model: any step function and KV pool (tests use this).
     `frontend_s`: each request's latency through the serving front end (engine.py); `frontend`:
     the API-server processes as a resource instead (sim/frontend.py); `gap_fn`: each step's CPU
-    slice, not GPU-busy (sim/gpu_gap.py)."""
+    slice, not GPU-busy (sim/gpu_gap.py); `spec`: speculative decoding (sim/specdecode.py: its
+    scheduler and the step function around `step_fn`)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     ledger = Ledger()
-    sched = SCHEDULERS[scheduler](config, pool, ledger)
+    spec_sched = None
+    if spec is None:
+        sched = SCHEDULERS[scheduler](config, pool, ledger)
+    else:
+        spec_sched, step_fn = spec_scheduler(spec, scheduler, config, pool, ledger, step_fn, seed)
+        sched = spec_sched
     engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend, gap_fn)
     requests = workload.generate(np.random.default_rng(seed))
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
@@ -133,6 +142,7 @@ def run_workload(
         records=build_records(result, trace_requests, pool.prefix_caching),
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
+        spec_decode=None if spec_sched is None else spec_sched.summary(),
     )
 
 
@@ -171,6 +181,7 @@ def simulate(
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
     host_power: bool = False,
+    spec_decode: SpecDecode | None = None,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -188,7 +199,8 @@ def simulate(
     `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
     GPU waits while that process serves HTTP and streams: sim/frontend.py). `host_power`: the
     host's base power (hosts.toml `base_power_w`) joins the energy, on the basis "GPU + host"
-    (sim/energy_basis.py).
+    (sim/energy_basis.py). `spec_decode`: each decode step verifies its k drafts
+    (sim/specdecode.py); the run config records it.
 
     `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
     prefill and decode workers.
@@ -210,6 +222,8 @@ def simulate(
     if config is None:
         config, engine = vllm_defaults(dep.gpu), engine or "vllm"
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
+    if spec_decode is not None:
+        run_config = replace(run_config, deployment=with_spec(run_config.deployment, spec_decode))
     step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
     state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
@@ -239,6 +253,7 @@ def simulate(
         frontend_s=dep.efficiency.request_overhead_s,
         frontend=frontend,
         gap_fn=cost_gap_fn(dep),
+        spec=None if spec_decode is None else SpecRun.of(dep, spec_decode, memo=not exact_steps),
     )
 
 

@@ -55,6 +55,7 @@ class ContinuousScheduler:
         self._finish_heap: list[tuple[int, int, int]] = []  # (finish step, idx, version)
         self._chunks: list[tuple[Seq, int]] = []  # this step's prefill chunks
         self._decode_allocated = False
+        self._draft_rows = 0  # draft tokens verified this step (sim/specdecode.py; 0 here)
         # blocks for a request's whole length at admission (TensorRT-LLM guaranteed-no-evict)
         self._reserve = config.capacity_policy == GUARANTEED_NO_EVICT
         self.emitted_tokens = 0
@@ -88,7 +89,8 @@ class ContinuousScheduler:
     def plan(self, step: int, now_s: float) -> StepPlan | None:
         self._chunks = []
         preempted = self._allocate_decode(step)
-        budget = self.config.max_num_batched_tokens - self._n_dec  # preemption frees budget
+        # preemption frees budget
+        budget = self.config.max_num_batched_tokens - self._n_dec - self._draft_rows
         if self.prefilling:
             budget, preempted_now = self._schedule_prefills(step, budget)
             preempted = preempted or preempted_now
@@ -296,13 +298,7 @@ class ContinuousScheduler:
         finished: list[Seq] = []
         self.emitted_tokens = self._n_dec  # one token per decoding sequence, plus each prompt
         if self._chunks:  # that completes below
-            per_token_j = self.ledger.j_per_token(step)
-            for seq, n in self._chunks:
-                seq.computed += n
-                seq.energy_j += per_token_j * n
-                if seq.computed == seq.target:
-                    self._prefill_done(seq, step, end_s, finished)
-            self._chunks = []
+            self._complete_chunks(step, end_s, finished)
         heap = self._finish_heap
         while heap and heap[0][0] <= step:  # stale entries of preempted seqs may lag behind
             _, idx, version = heapq.heappop(heap)
@@ -311,6 +307,15 @@ class ContinuousScheduler:
                 self._finish_decoding(live, step, end_s)
                 finished.append(live)
         return finished
+
+    def _complete_chunks(self, step: int, end_s: float, finished: list[Seq]) -> None:
+        per_token_j = self.ledger.j_per_token(step)
+        for seq, n in self._chunks:
+            seq.computed += n
+            seq.energy_j += per_token_j * n
+            if seq.computed == seq.target:
+                self._prefill_done(seq, step, end_s, finished)
+        self._chunks = []
 
     def _prefill_done(self, seq: Seq, step: int, end_s: float, finished: list[Seq]) -> None:
         del self.prefilling[seq.idx]

@@ -156,6 +156,7 @@ class SimResult:
     records: list[RequestRecord]
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
+    spec_decode: dict[str, Any] | None = None  # sim/specdecode.py SpecScheduler.summary()
     _summary: dict[str, Any] = field(default_factory=dict)
 
     def run(self, with_timeline: bool = True) -> Run:
@@ -197,6 +198,7 @@ class SimResult:
             "busy_fraction": self.engine.busy_s / self.engine.end_s if self.engine.end_s else None,
             "itl_traced_requests": traced,
             **({"frontend": self.frontend_summary()} if self.engine.frontend is not None else {}),
+            **({"spec_decode": self.spec_decode} if self.spec_decode is not None else {}),
             "config": self.config,
         }
 

@@ -10,13 +10,14 @@ live here, above cost and records, so that one edit covers writers and readers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from tokenprobe.cost import (
     Deployment,
     Efficiency,
     PowerModel,
+    SpecDecode,
     make_deployment,
 )
 from tokenprobe.hardware import GpuSpec
@@ -94,3 +95,17 @@ def scheduler_of(dc: DeploymentConfig, gpu: GpuSpec, engine: str | None = None) 
 def scheduler_name(dc: DeploymentConfig) -> str:
     name = dc.scheduler.get("name")
     return name if isinstance(name, str) else "continuous"
+
+
+def with_spec(dc: DeploymentConfig, spec: SpecDecode) -> DeploymentConfig:
+    """`dc` with speculative decoding recorded (`spec_decode_of` reads it back)."""
+    return replace(
+        dc, spec_decode=f"{spec.method}:{spec.draft_tokens}", spec_acceptance=spec.acceptance
+    )
+
+
+def spec_decode_of(dc: DeploymentConfig) -> SpecDecode | None:
+    """The speculative decoding a run recorded (None: off); ConfigError on a bad value."""
+    if dc.spec_decode is None:
+        return None
+    return SpecDecode.parse(dc.spec_decode, dc.spec_acceptance)

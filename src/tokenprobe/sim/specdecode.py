@@ -1,0 +1,334 @@
+"""Speculative decoding in the simulator (`simulate --spec-decode mtp:3`).
+
+Scheduling follows vLLM V1 (vllm-project/vllm@00024d314514900f361ad072af6931e403b7f589,
+vllm/v1/core/sched/scheduler.py):
+- `schedule`: a running request is given `num_tokens_with_spec - num_computed_tokens` tokens,
+  its last sampled token plus its k draft tokens (`spec_token_ids`), clipped to what is left of
+  the step's token budget; the drafts all count against max_num_batched_tokens. Its KV slots are
+  taken by `allocate_slots(request, num_new_tokens, num_lookahead_tokens)`, where the lookahead
+  is k for methods that draft from the target's hidden states (`use_eagle()`: eagle, eagle3,
+  mtp, vllm/config/speculative.py) and 0 for n-gram; a request that finds no room preempts the
+  newest running one, as for plain decode (sim/continuous.py).
+- `update_from_output`: of the k drafts, the accepted prefix and one token of the target's own
+  are emitted (`num_rejected = num_draft_tokens - num_accepted`, and `num_computed_tokens` goes
+  back by it: the rejected positions' KV is overwritten next step); the tokens after the
+  request's max_tokens are dropped (`_update_request_with_output` stops at the limit), so a
+  request never emits more than its output length.
+Every token a step emits for a request reaches the client in one chunk: the record repeats the
+step's end time for each (records.RequestRecord.itl_s counts a chunk as one arrival).
+
+Acceptance: each draft is accepted with probability a, independently, until the first
+rejection (Leviathan et al., ICML 2023, section 3.1, the model `cost.SpecDecode` prices), drawn
+from the run's seed: P(accepted >= j) = a^j, so accepted = min(d, floor(ln u / ln a)) for
+u ~ U(0, 1). The stream is the seed's own (`SPEC_STREAM`): the workload drawn from the seed is
+the same with speculation on or off.
+
+Cost of a step (`SpecStep`): the plain step's shape plus the verified drafts' rows
+(`cost.verify_rows`, as `cost.verify_shape` prices them: rows through every matmul, attention
+over the context; the weights and the KV are read once), plus `cost.draft_passes` decode steps
+of the decoding sequences for the draft (mtp / eagle; none for ngram). A step with no prompt
+chunk whose requests all verify k drafts is priced through a `DecodeMemo` (its cost is piecewise
+linear in the context sum, as a plain decode step's is); others exactly. The draft is priced
+over the decoding sequences only (EAGLE's head also runs over a finishing prompt's last token:
+left out).
+
+Speed: unlike the plain scheduler, decoding sequences are visited one by one each step (their
+KV grows by a random number of tokens): speculation costs simulator time, plain runs do not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tokenprobe.cost import Deployment, SpecDecode, draft_passes, verify_rows
+from tokenprobe.errors import ConfigError
+from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.continuous import ContinuousScheduler
+from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.state import Ledger, Seq
+from tokenprobe.sim.stepcache import DecodeMemo
+
+LOOKAHEAD_METHODS = ("mtp", "eagle")  # vLLM's use_eagle(): drafts from the target's states
+SPEC_STREAM = 0x5BEC  # the acceptance draws' stream beside the workload's (module docstring)
+StepFn = Callable[[StepPlan], tuple[float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecRun:
+    """What the simulator needs of a speculative-decoding setting: the setting, the draft's
+    work per step in decode steps (`cost.draft_passes`) and whether to memoize pricing."""
+
+    spec: SpecDecode
+    draft_passes: float
+    memo: bool = True
+
+    @classmethod
+    def of(cls, dep: Deployment, spec: SpecDecode, memo: bool = True) -> SpecRun:
+        return cls(spec, draft_passes(dep, spec), memo)
+
+
+class SpecScheduler(ContinuousScheduler):
+    """vLLM-V1-like continuous batching where each decoding request verifies k drafts a step
+    (module docstring). Decoding requests keep `dec_start = -1`; their state is `generated`
+    (tokens emitted; KV holds input + generated - 1 tokens) and `own_blocks` (blocks held)."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        pool: BlockPool,
+        ledger: Ledger,
+        spec: SpecDecode,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__(config, pool, ledger)
+        self.spec = spec
+        self.lookahead = spec.draft_tokens if spec.method in LOOKAHEAD_METHODS else 0
+        self._rng = rng
+        a = spec.acceptance
+        self._log_a = math.log(a) if 0.0 < a < 1.0 else 0.0
+        self._verify: list[tuple[Seq, int]] = []  # this step's decoding requests, their drafts
+        self._ctx_sum = 0
+        self.draft_pairs = 0.0  # attention pairs of this step's drafts
+        self.drafting_seqs = 0  # requests verifying at least one draft this step
+        self.verify_steps = 0  # (request, step) pairs that verified drafts
+        self.drafted = 0
+        self.accepted = 0
+        self.emitted = 0  # tokens emitted by decode steps (after the output-length clip)
+
+    @property
+    def uniform(self) -> bool:
+        """Every decoding request of the step verifies k drafts."""
+        return self._draft_rows == self._n_dec * self.spec.draft_tokens
+
+    def add(self, seq: Seq, now_s: float) -> str | None:
+        """As the plain scheduler, refusing also a request whose last step's slots (its whole
+        length plus k drafts and the lookahead) exceed the cache: alone it could not finish."""
+        extra = self.spec.draft_tokens + self.lookahead
+        need = seq.input_tokens + seq.output_tokens - 1 + extra
+        if self.pool.seq_blocks(need) > self.pool.capacity_blocks:
+            return (
+                f"needs KV for {need} tokens ({seq.input_tokens} in + {seq.output_tokens} out "
+                f"+ {extra} speculative slots), more than the whole cache "
+                f"({self.pool.capacity_tokens} tokens)"
+            )
+        return super().add(seq, now_s)
+
+    # ------------------------------------------------------------ planning
+
+    def _allocate_decode(self, step: int) -> bool:
+        """Slots for each decoding request's last token, its drafts and the lookahead, in
+        admission order while the token budget lasts; preempt the newest when short."""
+        k, extra = self.spec.draft_tokens, 1 + self.lookahead
+        pool = self.pool
+        budget = self.config.max_num_batched_tokens
+        self._verify = []
+        self._n_dec = self._draft_rows = self.drafting_seqs = self._ctx_sum = 0
+        self.draft_pairs = 0.0
+        before = self.preemptions
+        for seq in [s for s in self.running.values() if s.idx not in self.prefilling]:
+            if budget <= 0:
+                break
+            if seq.idx not in self.running:  # preempted for an older one
+                continue
+            d = min(k, budget - 1)
+            kv = seq.input_tokens + seq.generated - 1
+            need = pool.seq_blocks(kv + d + extra) - seq.shared_blocks - seq.own_blocks
+            if need > 0 and not self._take(seq, need, step):
+                continue
+            self._add_verify(seq, d, kv)
+            budget -= d + 1
+        self._ctx_offset = self._ctx_sum - self._n_dec * step  # what the base's plan reads
+        return self.preemptions > before
+
+    def _take(self, seq: Seq, need: int, step: int) -> bool:
+        """`need` free blocks for `seq`, preempting the newest running requests; False when
+        `seq` itself had to go."""
+        while need > self.pool.free_blocks:
+            victim = self._newest_running()
+            self._preempt(victim, step)
+            if victim is seq:
+                return False
+        self.pool.allocate(need)
+        seq.own_blocks += need
+        return True
+
+    def _add_verify(self, seq: Seq, d: int, kv: int) -> None:
+        self._verify.append((seq, d))
+        self._n_dec += 1
+        self._ctx_sum += kv
+        if d:
+            rows, pairs = verify_rows(1, kv, d)
+            self._draft_rows += rows
+            self.draft_pairs += pairs
+            self.drafting_seqs += 1
+
+    # ------------------------------------------------------------ preemption
+
+    def _preempt(self, seq: Seq, step: int) -> None:
+        """A decoding request gives back its blocks and recomputes prompt + emitted tokens
+        (the base class's tail, with its KV of input + generated - 1 tokens written)."""
+        if seq.idx not in self.prefilling:
+            for i, (s, d) in enumerate(self._verify):
+                if s is seq:  # scheduled earlier in this step: take it out of the step
+                    del self._verify[i]
+                    kv = seq.input_tokens + seq.generated - 1
+                    rows, pairs = verify_rows(1, kv, d)
+                    self._n_dec -= 1
+                    self._ctx_sum -= kv
+                    self._ctx_offset = self._ctx_sum - self._n_dec * step
+                    self._draft_rows -= rows
+                    self.draft_pairs -= pairs
+                    self.drafting_seqs -= 1 if d else 0
+                    break
+            seq.computed = seq.input_tokens + seq.generated - 1
+        super()._preempt(seq, step)
+
+    # ------------------------------------------------------------ completion
+
+    def complete(self, step: int, end_s: float) -> list[Seq]:
+        finished: list[Seq] = []
+        self.emitted_tokens = 0
+        if self._verify:
+            self._emit(step, end_s, finished)
+        if self._chunks:
+            self._complete_chunks(step, end_s, finished)
+        return finished
+
+    def _accepted(self, drafts: int, u: float) -> int:
+        a = self.spec.acceptance
+        if a >= 1.0 or u <= 0.0:
+            return drafts
+        if a <= 0.0:
+            return 0
+        return min(drafts, int(math.log(u) / self._log_a))
+
+    def _emit(self, step: int, end_s: float, finished: list[Seq]) -> None:
+        per_token_j = self.ledger.j_per_token(step)
+        draws = self._rng.random(len(self._verify)).tolist()
+        emitted = 0
+        for (seq, d), u in zip(self._verify, draws, strict=True):
+            accepted = self._accepted(d, u)
+            if d:
+                self.verify_steps += 1
+                self.drafted += d
+                self.accepted += accepted
+            n = min(accepted + 1, seq.output_tokens - seq.generated)
+            _append_tokens(seq.segments, step, n)
+            seq.generated += n
+            seq.energy_j += per_token_j  # its row's share of the step, as in plain decode
+            emitted += n
+            if seq.generated >= seq.output_tokens:
+                self._release(seq, seq.own_blocks + seq.shared_blocks)
+                seq.finish_s = end_s
+                finished.append(seq)
+        self._verify = []
+        self.emitted += emitted
+        self.emitted_tokens += emitted
+
+    def _prefill_done(self, seq: Seq, step: int, end_s: float, finished: list[Seq]) -> None:
+        """The prompt's step samples its first token; the request then decodes speculatively
+        (it holds the prompt's blocks)."""
+        del self.prefilling[seq.idx]
+        seq.generated += 1
+        self.emitted_tokens += 1
+        _append_tokens(seq.segments, step, 1)
+        if seq.first_token_s is None:
+            seq.first_token_s = end_s
+        self._publish_prefix(seq)
+        if seq.generated >= seq.output_tokens:
+            self._release(seq, seq.own_blocks + seq.shared_blocks)
+            seq.finish_s = end_s
+            finished.append(seq)
+
+    def summary(self) -> dict[str, Any]:
+        """The setting and what the run measured (the `spec_decode` key of `simulate --json`):
+        accepted drafts and tokens per verification step (the latter vLLM's mean acceptance
+        length, 1 + accepted / steps; both before the output-length clip) and the acceptance
+        rate (accepted / drafted, as vllm:spec_decode_num_accepted_tokens / num_draft_tokens:
+        (E - 1) / k in expectation, below the per-token acceptance a, since drafting stops at
+        the first rejection)."""
+        s, steps = self.spec, self.verify_steps
+        return {
+            "method": s.method,
+            "draft_tokens": s.draft_tokens,
+            "acceptance": s.acceptance,
+            "expected_tokens_per_step": s.tokens_per_step,
+            "verify_steps": steps,
+            "drafted_tokens": self.drafted,
+            "accepted_tokens": self.accepted,
+            "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
+            "accepted_tokens_per_step_mean": self.accepted / steps if steps else None,
+            "tokens_per_step_mean": 1.0 + self.accepted / steps if steps else None,
+            "emitted_decode_tokens": self.emitted,
+            "lookahead_slots": self.lookahead,
+        }
+
+
+def _append_tokens(segments: list[tuple[int, int]], step: int, n: int) -> None:
+    """`n` tokens at `step` in a request's step ranges (state.py: a range holds one token per
+    step): the first extends a range ending at the step before, the rest repeat the step."""
+    if n <= 0:
+        return
+    if segments and segments[-1][1] == step - 1:
+        segments[-1] = (segments[-1][0], step)
+        n -= 1
+    segments.extend([(step, step)] * n)
+
+
+class SpecStep:
+    """The step function of a speculative run (module docstring): wraps the plain one."""
+
+    def __init__(self, plain: StepFn, run: SpecRun, sched: SpecScheduler) -> None:
+        self.plain = plain
+        self.passes = run.draft_passes
+        self.sched = sched
+        self._uniform: StepFn = DecodeMemo(self._uniform_exact) if run.memo else self._uniform_exact
+
+    def _uniform_exact(self, plan: StepPlan) -> tuple[float, float]:
+        """A decode-only step whose n requests all verify k drafts."""
+        n, ctx = plan.decode_seqs, plan.decode_context_tokens
+        rows, pairs = verify_rows(n, ctx, self.sched.spec.draft_tokens)
+        return self._priced(StepPlan(rows, pairs, n, n, ctx), n, ctx)
+
+    def _priced(self, verify: StepPlan, n: int, ctx: int) -> tuple[float, float]:
+        t, e = self.plain(verify)
+        if self.passes and n:
+            td, ed = self.plain(StepPlan(0, 0.0, 0, n, ctx))
+            t, e = t + self.passes * td, e + self.passes * ed
+        return t, e
+
+    def __call__(self, plan: StepPlan) -> tuple[float, float]:
+        s = self.sched
+        n, ctx = plan.decode_seqs, plan.decode_context_tokens
+        if not plan.prefill_tokens and n and s.uniform:
+            return self._uniform(plan)
+        verify = StepPlan(
+            plan.prefill_tokens + s._draft_rows,
+            plan.prefill_attn_pairs + s.draft_pairs,
+            plan.prefill_seqs + s.drafting_seqs,
+            n,
+            ctx,
+        )
+        return self._priced(verify, n, ctx)
+
+
+def spec_scheduler(
+    run: SpecRun,
+    scheduler: str,
+    config: SchedulerConfig,
+    pool: BlockPool,
+    ledger: Ledger,
+    step_fn: StepFn,
+    seed: int,
+) -> tuple[SpecScheduler, StepFn]:
+    """The scheduler and step function of a speculative run (api.run_workload's hook)."""
+    if scheduler != "continuous":
+        raise ConfigError("spec_decode", run.spec.label(), "needs the continuous scheduler")
+    rng = np.random.default_rng((seed, SPEC_STREAM))
+    sched = SpecScheduler(config, pool, ledger, run.spec, rng)
+    return sched, SpecStep(step_fn, run, sched)
