@@ -9,6 +9,7 @@ from rich.text import Text
 
 from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.fleet_options import render_kv_transfer_stage
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cost import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -85,6 +86,13 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    disaggregate: Annotated[
+        str | None,
+        typer.Option(
+            help="Prefill and decode on workers of this deployment, e.g. 1p1d: the "
+            "prompts' KV moved between them, a stage of its own"
+        ),
+    ] = None,
     spec_decode: Annotated[
         str | None,
         typer.Option(help="Speculative decoding METHOD:K: mtp:1, eagle:4, ngram:4 (k drafts)"),
@@ -201,6 +209,7 @@ def estimate_cmd(
             api_server_processes=api_server_processes,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
+            disaggregate=disaggregate,
             spec_decode=None
             if spec_decode is None
             else SpecDecode.parse(
@@ -244,6 +253,8 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     )
     _summary_table(d)
     _stage_table(d)
+    if "stages" in d:
+        render_kv_transfer_stage(d["stages"]["kv_transfer"])
     _memory_table(d["memory"])
     _energy_table(d["energy"])
     if "host" in d:

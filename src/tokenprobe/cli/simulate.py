@@ -25,6 +25,14 @@ from tokenprobe.cli.estimate import (
     NodesOption,
     engine_profile,
 )
+from tokenprobe.cli.fleet_options import (
+    DecodeTpOption,
+    DpOption,
+    EnableEpOption,
+    PrefillTpOption,
+    dp_layout,
+    render_data_parallel,
+)
 from tokenprobe.cli.frontend_tables import (
     PAIR_COLUMNS,
     batch_window_effect,
@@ -45,6 +53,7 @@ from tokenprobe.sim import (
     SCENARIOS,
     ClusterResult,
     DisaggResult,
+    DpEpResult,
     ProgressFn,
     Scenario,
     ScenarioPart,
@@ -184,6 +193,10 @@ def simulate_cmd(
         str | None,
         typer.Option(help="Prefill/decode workers, e.g. 1p3d (the KV moves between them)"),
     ] = None,
+    prefill_tp: PrefillTpOption = None,
+    decode_tp: DecodeTpOption = None,
+    dp: DpOption = 1,
+    enable_expert_parallel: EnableEpOption = False,
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
@@ -244,7 +257,7 @@ def simulate_cmd(
 
     def run(
         progress: ProgressFn | None, window: ServerFlags = flags
-    ) -> SimResult | ClusterResult | DisaggResult:
+    ) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -275,10 +288,11 @@ def simulate_cmd(
         # --profile, else --engine's shipped profile for the GPU's vendor, else the defaults
         p = engine_profile(engine, profile, gpu)
         chosen = profile if profile is not None else (p.name if p is not None else None)
+        layout: dict[str, Any] = {"tp": tp, **dp_layout(dp, enable_expert_parallel, tp)}
         dep = make_deployment(
-            model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             efficiency=p.efficiency if p else None, power=p.power if p else None,
-            nodes=nodes, gpus_per_node=gpus_per_node,
+            nodes=nodes, gpus_per_node=gpus_per_node, **layout,
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),
@@ -294,20 +308,22 @@ def simulate_cmd(
             host=host,
             engine_in_api_server=engine_in_api_server,
         )
-        if replicas != 1 or router != "round-robin" or disaggregate is not None:
+        fleet = (prefill_tp, decode_tp, disaggregate)
+        if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
             if api_server_processes is not None or host is not None or engine_in_api_server:
                 raise ConfigError(
                     "api_server_processes",
                     api_server_processes,
-                    "the front end is simulated for one replica (not with --replicas or "
-                    "--disaggregate yet)",
+                    "the front end is simulated for one replica (not with --replicas, "
+                    "--disaggregate or --dp yet)",
                 )
             link = None
             if kv_link_gb_per_s is not None:
                 link = finite("kv_link_gb_per_s", kv_link_gb_per_s, lo=1e-9, hi=1e6) * GIGA
             return simulate_fleet(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
-                kv_link_bytes_per_s=link, **common,
+                kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
+                **common,
             )  # fmt: skip
         return simulate(deployment=dep, workload=wl, progress=progress, **common, **front_end)
 
@@ -327,9 +343,9 @@ def simulate_cmd(
         prose(f"run folder written to {out}", markup=False)
 
 
-def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult:
+def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
     with progress("simulating", enabled=show) as report:
-        result: SimResult | ClusterResult | DisaggResult = run(report)
+        result: SimResult | ClusterResult | DisaggResult | DpEpResult = run(report)
     return result
 
 
@@ -477,7 +493,9 @@ def render_simulation(d: dict[str, Any]) -> None:
         frontend_table(d["frontend"])
     if "batch_window" in d:
         window_table(d["batch_window"])
-    if d.get("per_replica"):
+    if d.get("data_parallel"):
+        render_data_parallel(d)
+    elif d.get("per_replica"):
         _render_workers(
             d["per_replica"], f"{d['replicas']} replicas behind the {d['router']} router"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tokenprobe.cost.api import estimate, resolve_parallelism
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s, transfer_time_s
 from tokenprobe.cost.deployment import Deployment, make_deployment
+from tokenprobe.cost.dpep import DUMMY_BATCH, GangStep, gang_step, rank_work_s, shared_moe_s
 from tokenprobe.cost.efficiency import (
     DEFAULT_EFFICIENCY,
     MAX_OVERHEAD_S,
@@ -18,6 +19,15 @@ from tokenprobe.cost.host import (
     DEFAULT_ENGINE_INIT_S,
     HostModel,
     check_processes,
+)
+from tokenprobe.cost.kvtransfer import (
+    MAX_WORKERS,
+    NIC_BYTES_PER_S_PER_GPU,
+    KvLink,
+    Split,
+    kv_link,
+    kv_transfer_bytes,
+    kv_transfer_stage,
 )
 from tokenprobe.cost.memory import (
     DEFAULT_BUDGET,
@@ -44,9 +54,12 @@ __all__ = [
     "DEFAULT_EFFICIENCY",
     "DEFAULT_ENGINE_INIT_S",
     "DEFAULT_POWER",
+    "DUMMY_BATCH",
     "MAX_OVERHEAD_S",
     "MAX_ROUTING_SKEW",
+    "MAX_WORKERS",
     "MEMORY_RULES",
+    "NIC_BYTES_PER_S_PER_GPU",
     "SGLANG_RULE",
     "SPEC_METHODS",
     "TRTLLM_RULE",
@@ -56,12 +69,15 @@ __all__ = [
     "Efficiency",
     "EnergyPrices",
     "Estimate",
+    "GangStep",
     "HostModel",
+    "KvLink",
     "MemoryBudget",
     "MemoryReport",
     "OpCost",
     "PowerModel",
     "SpecDecode",
+    "Split",
     "StepCost",
     "Workload",
     "allreduce_time_s",
@@ -69,14 +85,20 @@ __all__ = [
     "compute_bound_batch",
     "estimate",
     "estimate_deployment",
+    "gang_step",
     "idle_power_w",
     "kv_capacity_tokens",
+    "kv_link",
+    "kv_transfer_bytes",
+    "kv_transfer_stage",
     "make_deployment",
     "max_context_tokens",
     "memory_report",
     "op_costs",
+    "rank_work_s",
     "resolve_parallelism",
     "send_time_s",
+    "shared_moe_s",
     "spec_step",
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",

@@ -14,6 +14,7 @@ from tokenprobe.cost.host import (
     HostModel,
     check_processes,
 )
+from tokenprobe.cost.kvtransfer import Split, kv_transfer_stage
 from tokenprobe.cost.memory import MemoryBudget
 from tokenprobe.cost.specdecode import SpecDecode
 from tokenprobe.errors import ConfigError
@@ -96,6 +97,7 @@ def estimate(
     nodes: int | None = None,
     gpus_per_node: int | None = None,
     spec_decode: SpecDecode | None = None,
+    disaggregate: str | None = None,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -103,7 +105,9 @@ def estimate(
     (e.g. a calibrated profile's: `tokenprobe.calibrate.load_profile("vllm").efficiency`), and
     `power` the profile's PowerModel. `nodes` / `gpus_per_node` place the tp x pp GPUs on
     servers (default: the GPU's catalog topology, the fewest servers that hold them).
-    `spec_decode` prices decode with speculative decoding (cost/specdecode.py)."""
+    `spec_decode` prices decode with speculative decoding (cost/specdecode.py). `disaggregate`
+    ("1p1d"): prefill and decode on workers of this deployment, the prompts' KV moved between
+    them as a stage of its own (`stages.kv_transfer`, cost/kvtransfer.py), added to TTFT."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -134,7 +138,8 @@ def estimate(
     )
     if tokenizer_tokens_per_s is not None:
         host_model = replace(host_model, tokenizer_tokens_per_s=tokenizer_tokens_per_s)
-    return estimate_deployment(
+    split = None if disaggregate is None else Split.parse(disaggregate)
+    est = estimate_deployment(
         dep,
         workload,
         host=host_model,
@@ -148,4 +153,12 @@ def estimate(
             electricity_usd_per_kwh=electricity_usd_per_kwh,
             gpu_hour_usd=gpu_hour_usd,
         ),
+    )
+    if split is None:
+        return est
+    stage = kv_transfer_stage(dep, dep, input_tokens, batch, split)
+    return replace(
+        est,
+        ttft_breakdown_s={**est.ttft_breakdown_s, "kv_transfer_s": stage["time_s"]},
+        outside_gpu={**est.outside_gpu, "stages": {"kv_transfer": stage}},
     )
