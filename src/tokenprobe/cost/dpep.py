@@ -43,6 +43,7 @@ from tokenprobe.cost.step import (
     offload_step_s,
     op_costs,
 )
+from tokenprobe.errors import ConfigError
 
 SHARED_OPS = frozenset({"experts"})  # run on the EP GPUs for every rank's tokens
 DUMMY_BATCH = BatchShape(decode_seqs=1, decode_context_tokens=1)  # vLLM `_dummy_run(1)`
@@ -90,7 +91,7 @@ def shared_moe_s(dep: Deployment, tokens: int, max_rank_tokens: int) -> float:
 def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
     """The step of `dep.dp` ranks with these batches (None: the rank runs a dummy batch)."""
     if len(shapes) != dep.dp:
-        raise ValueError(f"{len(shapes)} batches for {dep.dp} ranks")
+        raise ConfigError("shapes", len(shapes), f"one batch (or None) for each of {dep.dp} ranks")
     batches = [DUMMY_BATCH if s is None else s for s in shapes]
     work = tuple(rank_work_s(dep, s) for s in batches)
     rank_tokens = [s.tokens for s in batches]

@@ -283,6 +283,12 @@ def simulate_fleet(
     > 1 and an attention-DP deployment over `dp` GPUs, its attention ranks behind `router`,
     stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
     `simulate --replicas / --disaggregate / --dp --json`."""
+    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
+        raise ConfigError(
+            "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
+        )
+    if disaggregate is not None and decode_tp is not None:  # the run's config: the decode side's
+        deployment = worker_deployment(deployment, decode_tp, "decode_tp")
     if config is None:
         config, engine = vllm_defaults(deployment.gpu), engine or "vllm"
     run_config = _run_config(
@@ -296,12 +302,6 @@ def simulate_fleet(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
     )
-    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
-        raise ConfigError(
-            "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
-        )
-    if disaggregate is not None and decode_tp is not None:
-        deployment = worker_deployment(deployment, decode_tp, "decode_tp")
     step_fn = DecodeMemo(cost_step_fn(deployment))
     blocks = capacity_blocks(deployment, config)
     if dp > 1 or deployment.attention_dp:

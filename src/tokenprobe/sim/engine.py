@@ -329,13 +329,13 @@ class Engine:
         self._commit(plan, self.clock_s, time_s, energy_j)
 
     def hold(self, end_s: float, power_w: float) -> None:
-        """Nothing of its own to run while the other ranks step: a dummy pass until `end_s`,
-        its GPUs busy at `power_w` (vLLM's `execute_dummy_batch`)."""
+        """Nothing of its own to run while the other ranks step: a dummy pass until `end_s`
+        at `power_w` (vLLM's `execute_dummy_batch`). It serves no request, so its energy counts
+        with the idle energy (spread over the tokens served) and its time is not busy time."""
         now, sched = self.clock_s, self.sched
         self.timeline.add(now, None, sched.pool.used_blocks, sched.num_waiting, power_w)
-        self.step_energy_j += power_w * (end_s - now)
-        self.busy_s += end_s - now
-        self.busy = True
+        self.idle_energy_j += power_w * (end_s - now)
+        self.busy = True  # no idle power accrues until the pass ends
         self._push(end_s, _HELD, 0)
 
     def finish(self) -> EngineResult:
