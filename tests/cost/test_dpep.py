@@ -95,3 +95,22 @@ def test_a_lone_busy_rank_makes_the_others_wait() -> None:
 def test_a_batch_per_rank_is_required() -> None:
     with pytest.raises(ConfigError, match="4 ranks"):
         gang_step(DP4, [None, None])
+
+
+def test_across_two_servers_the_all_to_all_waits_for_the_nics() -> None:
+    """DeepSeek-V3 (hidden 7168, top-8, 58 MoE layers: 116 all-to-alls a step) with DP16 + EP
+    on two HGX H200 servers: of the bytes a GPU sends, 8 of every 15 go to the other server's
+    GPUs over its 400 Gb/s NIC (50 GB/s), the rest over NVLink at the same time, and the NIC is
+    the slower path. So 48 more tokens on the largest rank cost 116 x 48 x 7168 x 2 B x 8 x
+    15/16 x 8/15 / (50 GB/s x η); on one server (DP8) the same tokens cost only NVLink's
+    116 x 48 x 7168 x 2 B x 8 x 7/8 / (450 GB/s x η)."""
+    kw = dict(expert_parallel=True, attention_dp=True, weight_dtype="fp8")
+    two = make_deployment("deepseek-v3", "h200", tp=16, **kw)  # type: ignore[arg-type]
+    one = make_deployment("deepseek-v3", "h200", tp=8, **kw)  # type: ignore[arg-type]
+    assert two.nodes == 2 and one.nodes == 1
+    eta = two.efficiency.link
+    row = 7168 * 2 * 8
+    across = shared_moe_s(two, 1024, 64) - shared_moe_s(two, 1024, 16)
+    assert across == pytest.approx(116 * 48 * row * 15 / 16 * 8 / 15 / (50e9 * eta), rel=1e-9)
+    inside = shared_moe_s(one, 1024, 64) - shared_moe_s(one, 1024, 16)
+    assert inside == pytest.approx(116 * 48 * row * 7 / 8 / (450e9 * eta), rel=1e-9)
