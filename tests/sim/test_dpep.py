@@ -22,7 +22,15 @@ from tokenprobe.cost import (
     rank_work_s,
 )
 from tokenprobe.metrics import timeline_energy_j
-from tokenprobe.sim import DpEpResult, build_workload, capacity_blocks, simulate, simulate_fleet
+from tokenprobe.records import RunConfig
+from tokenprobe.sim import (
+    DpEpResult,
+    build_workload,
+    capacity_blocks,
+    price_deployment,
+    simulate,
+    simulate_fleet,
+)
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.workload import Arrival, RequestSpec, Workload
 
@@ -187,3 +195,13 @@ def test_cli_runs_the_ranks_and_names_bad_flags() -> None:
     dense += ["--output-tokens", "8", "--rate", "1", "--dp", "2", "--enable-expert-parallel"]
     bad = runner.invoke(app, dense, env=env)
     assert bad.exit_code == 2 and "no experts" in bad.output
+
+
+def test_the_run_config_prices_the_ranks_again() -> None:
+    """A DP + EP run's config.json names attention DP, so a reader (diagnose --predict,
+    calibrate) prices the same layout again."""
+    result = _dp(build_workload(input_tokens=64, output_tokens=4, rate_per_s=5, num_requests=4))
+    config = RunConfig.of(result.run(with_timeline=False))
+    assert config.deployment.attention_dp and config.deployment.expert_parallel
+    again = price_deployment(config.deployment)
+    assert (again.tp, again.dp, again.attention_dp) == (4, 4, True)

@@ -551,7 +551,17 @@ def _render_disaggregated(d: dict[str, Any]) -> None:
     _render_imbalance("across prefill workers", d["imbalance"]["prefill"])
     _render_workers(d["per_decode_worker"], f"{d['disaggregate']}: decode workers")
     _render_imbalance("across decode workers", d["imbalance"]["decode"])
-    kv = d["kv_transfer"]
+    kv, link, blocks = (
+        d["kv_transfer"],
+        d["kv_transfer"]["link"],
+        d["kv_capacity_blocks_per_worker"],
+    )
+    prose(
+        f"workers: prefill tp {d['prefill_tp']} ({blocks['prefill']:,} KV blocks each), decode tp "
+        f"{d['decode_tp']} ({blocks['decode']:,}); the KV moves over {link['links']} x "
+        f"{link['link']}, {link['bytes_per_s'] / GIGA:,.0f} GB/s",
+        markup=False,
+    )
     prose(
         f"KV transfers: {kv['transfers']:,}, mean {_ms(kv['mean_s'], 2)} ms, p99 "
         f"{_ms(kv['p99_s'], 2)} ms (waiting for the link {_ms(kv['link_wait_mean_s'], 2)} ms "
