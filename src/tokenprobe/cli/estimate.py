@@ -9,6 +9,7 @@ from rich.text import Text
 
 from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.fleet_options import render_kv_transfer_stage
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cli.spec_options import SpecAcceptanceOption, SpecDecodeOption, spec_of
 from tokenprobe.cost import (
@@ -85,6 +86,13 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
+    disaggregate: Annotated[
+        str | None,
+        typer.Option(
+            help="Prefill and decode on workers of this deployment, e.g. 1p1d: the "
+            "prompts' KV moved between them, a stage of its own"
+        ),
+    ] = None,
     spec_decode: SpecDecodeOption = None,
     spec_acceptance: SpecAcceptanceOption = None,
     expert_parallel: Annotated[
@@ -204,6 +212,7 @@ def estimate_cmd(
             api_server_processes=api_server_processes,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
+            disaggregate=disaggregate,
             spec_decode=spec_of(spec_decode, spec_acceptance),
         )
 
@@ -242,6 +251,8 @@ def render_estimate(d: dict[str, Any], show_ops: bool = False) -> None:
     )
     _summary_table(d)
     _stage_table(d)
+    if "stages" in d:
+        render_kv_transfer_stage(d["stages"]["kv_transfer"])
     _memory_table(d["memory"])
     _energy_table(d["energy"])
     if "host" in d:

@@ -26,6 +26,14 @@ from tokenprobe.cli.estimate import (
     NodesOption,
     engine_profile,
 )
+from tokenprobe.cli.fleet_options import (
+    DecodeTpOption,
+    DpOption,
+    EnableEpOption,
+    PrefillTpOption,
+    dp_layout,
+    render_data_parallel,
+)
 from tokenprobe.cli.frontend_tables import (
     PAIR_COLUMNS,
     batch_window_effect,
@@ -57,6 +65,7 @@ from tokenprobe.sim import (
     SCENARIOS,
     ClusterResult,
     DisaggResult,
+    DpEpResult,
     ProgressFn,
     Scenario,
     ScenarioPart,
@@ -204,6 +213,10 @@ def simulate_cmd(
         str | None,
         typer.Option(help="Prefill/decode workers, e.g. 1p3d (the KV moves between them)"),
     ] = None,
+    prefill_tp: PrefillTpOption = None,
+    decode_tp: DecodeTpOption = None,
+    dp: DpOption = 1,
+    enable_expert_parallel: EnableEpOption = False,
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
@@ -272,7 +285,9 @@ def simulate_cmd(
         enable_mixed_chunk,
     )
     spec = guarded(lambda: spec_of(spec_decode, spec_acceptance))
-    if spec is not None and (scenario is not None or replicas != 1 or disaggregate is not None):
+    fleet_shape = (prefill_tp, decode_tp, disaggregate)
+    is_fleet = replicas != 1 or dp != 1 or any(f is not None for f in fleet_shape)
+    if spec is not None and (scenario is not None or is_fleet):
         guarded(lambda: _no_spec_here(spec_decode))
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))
@@ -282,7 +297,7 @@ def simulate_cmd(
 
     def run(
         progress: ProgressFn | None, window: ServerFlags = flags
-    ) -> SimResult | ClusterResult | DisaggResult:
+    ) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -313,10 +328,11 @@ def simulate_cmd(
         # --profile, else --engine's shipped profile for the GPU's vendor, else the defaults
         p = engine_profile(engine, profile, gpu)
         chosen = profile if profile is not None else (p.name if p is not None else None)
+        layout: dict[str, Any] = {"tp": tp, **dp_layout(dp, enable_expert_parallel, tp)}
         dep = make_deployment(
-            model, gpu, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             efficiency=p.efficiency if p else None, power=p.power if p else None,
-            nodes=nodes, gpus_per_node=gpus_per_node,
+            nodes=nodes, gpus_per_node=gpus_per_node, **layout,
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),
@@ -333,7 +349,8 @@ def simulate_cmd(
             engine_in_api_server=engine_in_api_server,
             host_power=host_power,
         )
-        if replicas != 1 or router != "round-robin" or disaggregate is not None:
+        fleet = (prefill_tp, decode_tp, disaggregate)
+        if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
             if (
                 api_server_processes is not None
                 or host is not None
@@ -343,15 +360,16 @@ def simulate_cmd(
                 raise ConfigError(
                     "api_server_processes",
                     api_server_processes,
-                    "the front end is simulated for one replica (not with --replicas or "
-                    "--disaggregate yet)",
+                    "the front end is simulated for one replica (not with --replicas, "
+                    "--disaggregate or --dp yet)",
                 )
             link = None
             if kv_link_gb_per_s is not None:
                 link = finite("kv_link_gb_per_s", kv_link_gb_per_s, lo=1e-9, hi=1e6) * GIGA
             return simulate_fleet(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
-                kv_link_bytes_per_s=link, **common,
+                kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
+                **common,
             )  # fmt: skip
         return simulate(
             deployment=dep, workload=wl, progress=progress, spec_decode=spec, **common, **front_end
@@ -377,13 +395,13 @@ def _no_spec_here(spec_decode: str | None) -> None:
     raise ConfigError(
         "spec_decode",
         spec_decode,
-        "one replica only (not with --scenario, --replicas or --disaggregate yet)",
+        "one replica only (not with --scenario, --replicas, --dp or --disaggregate yet)",
     )
 
 
-def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult:
+def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
     with progress("simulating", enabled=show) as report:
-        result: SimResult | ClusterResult | DisaggResult = run(report)
+        result: SimResult | ClusterResult | DisaggResult | DpEpResult = run(report)
     return result
 
 
@@ -534,7 +552,9 @@ def render_simulation(d: dict[str, Any]) -> None:
         frontend_table(d["frontend"])
     if "batch_window" in d:
         window_table(d["batch_window"])
-    if d.get("per_replica"):
+    if d.get("data_parallel"):
+        render_data_parallel(d)
+    elif d.get("per_replica"):
         _render_workers(
             d["per_replica"], f"{d['replicas']} replicas behind the {d['router']} router"
         )
@@ -590,7 +610,17 @@ def _render_disaggregated(d: dict[str, Any]) -> None:
     _render_imbalance("across prefill workers", d["imbalance"]["prefill"])
     _render_workers(d["per_decode_worker"], f"{d['disaggregate']}: decode workers")
     _render_imbalance("across decode workers", d["imbalance"]["decode"])
-    kv = d["kv_transfer"]
+    kv, link, blocks = (
+        d["kv_transfer"],
+        d["kv_transfer"]["link"],
+        d["kv_capacity_blocks_per_worker"],
+    )
+    prose(
+        f"workers: prefill tp {d['prefill_tp']} ({blocks['prefill']:,} KV blocks each), decode tp "
+        f"{d['decode_tp']} ({blocks['decode']:,}); the KV moves over {link['links']} x "
+        f"{link['link']}, {link['bytes_per_s'] / GIGA:,.0f} GB/s",
+        markup=False,
+    )
     prose(
         f"KV transfers: {kv['transfers']:,}, mean {_ms(kv['mean_s'], 2)} ms, p99 "
         f"{_ms(kv['p99_s'], 2)} ms (waiting for the link {_ms(kv['link_wait_mean_s'], 2)} ms "

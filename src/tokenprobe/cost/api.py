@@ -14,6 +14,7 @@ from tokenprobe.cost.host import (
     HostModel,
     check_processes,
 )
+from tokenprobe.cost.kvtransfer import Split, kv_transfer_stage
 from tokenprobe.cost.memory import MemoryBudget
 from tokenprobe.cost.specdecode import SpecDecode
 from tokenprobe.errors import ConfigError
@@ -97,6 +98,7 @@ def estimate(
     gpus_per_node: int | None = None,
     spec_decode: SpecDecode | None = None,
     host_power: bool = False,
+    disaggregate: str | None = None,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -106,7 +108,9 @@ def estimate(
     servers (default: the GPU's catalog topology, the fewest servers that hold them).
     `spec_decode` prices decode with speculative decoding (cost/specdecode.py). `host_power`
     adds the host's base power (hosts.toml `base_power_w`) to every energy figure, the basis
-    becoming "GPU + host" (cost.energy.EnergyPrices)."""
+    becoming "GPU + host" (cost.energy.EnergyPrices). `disaggregate` ("1p1d"): prefill and
+    decode on workers of this deployment, the prompts' KV moved between them as a stage of its
+    own (`stages.kv_transfer`, cost/kvtransfer.py), added to TTFT."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -139,7 +143,8 @@ def estimate(
         host_model = replace(host_model, tokenizer_tokens_per_s=tokenizer_tokens_per_s)
     host_spec = get_host(host)
     base_w = host_base_power_w(host_spec, dep.num_gpus) if host_power else 0.0
-    return estimate_deployment(
+    split = None if disaggregate is None else Split.parse(disaggregate)
+    est = estimate_deployment(
         dep,
         workload,
         host=host_model,
@@ -154,4 +159,12 @@ def estimate(
             gpu_hour_usd=gpu_hour_usd,
             host_base_w=base_w,
         ),
+    )
+    if split is None:
+        return est
+    stage = kv_transfer_stage(dep, dep, input_tokens, batch, split)
+    return replace(
+        est,
+        ttft_breakdown_s={**est.ttft_breakdown_s, "kv_transfer_s": stage["time_s"]},
+        outside_gpu={**est.outside_gpu, "stages": {"kv_transfer": stage}},
     )

@@ -195,12 +195,22 @@ def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, in
     # one all-reduce per row-parallel output: the mixer's o_proj and the MLP's down_proj
     # (2 per layer; 1 for Nemotron-H's mixer-only and MLP-only blocks)
     allreduces = dep.model.row_parallel_outputs if dep.dense_tp > 1 else 0
+    a2a_bytes, a2a_count = dispatch_volume(dep, act_bytes / dep.dp)
+    return act_bytes, allreduces, a2a_bytes, a2a_count
+
+
+def dispatch_volume(dep: Deployment, rank_act_bytes: Any) -> tuple[Any, int]:
+    """(bytes leaving one GPU in one all-to-all, all-to-alls per pass) under attention DP + EP:
+    the GPU's activations (`rank_act_bytes`: its token rows x hidden x 2 B) go to the GPUs
+    holding their k experts ((n−1)/n of them elsewhere under uniform routing), once to
+    dispatch and once to combine per MoE layer. The all-to-all ends with the GPU that sends
+    the most, so a rank holding more tokens than the others sets it (cost/dpep.py passes the
+    largest rank's)."""
     moe = dep.model.moe
     if not (dep.attention_dp and moe is not None and dep.tp > 1):
-        return act_bytes, allreduces, 0.0, 0
+        return 0.0, 0
     moe_layers = sum(n for spec, n in dep.model.layer_groups if spec.moe)
-    a2a_bytes = act_bytes / dep.dp * moe.experts_per_token * (dep.tp - 1) / dep.tp
-    return act_bytes, allreduces, a2a_bytes, 2 * moe_layers
+    return rank_act_bytes * moe.experts_per_token * (dep.tp - 1) / dep.tp, 2 * moe_layers
 
 
 def offload_step_s(dep: Deployment) -> float:

@@ -51,6 +51,7 @@ class DeploymentConfig:
     tp: int | None = None  # None: not known (a measured run that was not told); priced as 1
     pp: int | None = None
     expert_parallel: bool = False
+    attention_dp: bool = False  # vLLM DP + EP: one attention rank per GPU (sim/dpep.py)
     weight_dtype: str | None = None
     act_dtype: str | None = None
     kv_dtype: str | None = None
@@ -194,6 +195,7 @@ def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
         tp=tp,
         pp=pp,
         expert_parallel=bool(doc.get("expert_parallel") or False),
+        attention_dp=bool(doc.get("attention_dp") or False),
         efficiency=_table(doc, "efficiency"),
         power=_table(doc, "power"),
         power_limit_w=_opt_float(doc, "power_limit_w"),

@@ -8,6 +8,7 @@ static.py      static batching, for contrast
 specdecode.py  speculative decoding: k drafts verified per step, tokens from the acceptance
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
+dpep.py        data-parallel attention ranks stepping together through shared EP MoE layers
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
 api.py         simulate(): deployment + workload -> SimResult
@@ -28,6 +29,7 @@ from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import max_rate_per_s
 from tokenprobe.sim.cluster import ROUTERS, ClusterResult
 from tokenprobe.sim.disagg import DisaggResult
+from tokenprobe.sim.dpep import DpEpResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError
 from tokenprobe.sim.engines import (
     ENGINES,
@@ -60,6 +62,7 @@ __all__ = [
     "TRTLLM_SERVE",
     "ClusterResult",
     "DisaggResult",
+    "DpEpResult",
     "EnginePreset",
     "Frontend",
     "ProgressFn",

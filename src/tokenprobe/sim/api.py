@@ -19,6 +19,7 @@ from tokenprobe.cost import (
     HostModel,
     MemoryBudget,
     SpecDecode,
+    Split,
     check_processes,
     host_base_power_w,
     idle_power_w,
@@ -32,7 +33,8 @@ from tokenprobe.hardware import HostSpec, get_host
 from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
-from tokenprobe.sim.disagg import DisaggResult, Split, run_disaggregated
+from tokenprobe.sim.disagg import DisaggResult, run_disaggregated
+from tokenprobe.sim.dpep import DpEpResult, run_dpep
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
@@ -289,6 +291,9 @@ def simulate_fleet(
     router: str = "round-robin",
     disaggregate: str | None = None,
     kv_link_bytes_per_s: float | None = None,
+    prefill_tp: int | None = None,
+    decode_tp: int | None = None,
+    dp: int = 1,
     config: SchedulerConfig | None = None,
     scheduler: str = "continuous",
     seed: int = 0,
@@ -297,11 +302,20 @@ def simulate_fleet(
     trace_requests: int = DEFAULT_TRACE_REQUESTS,
     profile: str | None = None,
     engine: str | None = None,
-) -> ClusterResult | DisaggResult:
+) -> ClusterResult | DisaggResult | DpEpResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
-    prefill and decode workers with the KV sent between them (sim/disagg.py). `to_dict()` is
-    `simulate --replicas / --disaggregate --json`."""
+    prefill and decode workers with the KV sent between them (sim/disagg.py), each side with
+    its own tensor parallelism (`prefill_tp`, `decode_tp`: default the deployment's); or, with `dp`
+    > 1 and an attention-DP deployment over `dp` GPUs, its attention ranks behind `router`,
+    stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
+    `simulate --replicas / --disaggregate / --dp --json`."""
+    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
+        raise ConfigError(
+            "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
+        )
+    if disaggregate is not None and decode_tp is not None:  # the run's config: the decode side's
+        deployment = worker_deployment(deployment, decode_tp, "decode_tp")
     if config is None:
         config, engine = vllm_defaults(deployment.gpu), engine or "vllm"
     run_config = _run_config(
@@ -317,18 +331,42 @@ def simulate_fleet(
     )
     step_fn = DecodeMemo(cost_step_fn(deployment))
     blocks = capacity_blocks(deployment, config)
+    if dp > 1 or deployment.attention_dp:
+        if replicas != 1 or disaggregate is not None:
+            raise ConfigError("dp", dp, "--dp without --replicas or --disaggregate")
+        return run_dpep(
+            workload, step_fn, deployment, config, blocks, ranks=dp, router=router,
+            frontend_s=deployment.efficiency.request_overhead_s, **common,
+        )  # fmt: skip
     if disaggregate is not None:
         if replicas != 1 or router != "round-robin":
             raise ConfigError("replicas", replicas, "either --replicas or --disaggregate")
         split = Split.parse(disaggregate)
+        prefill = None
+        if prefill_tp is not None and prefill_tp != deployment.tp:
+            p_dep = worker_deployment(deployment, prefill_tp, "prefill_tp")
+            prefill = (p_dep, DecodeMemo(cost_step_fn(p_dep)), capacity_blocks(p_dep, config))
         return run_disaggregated(
             workload, step_fn, deployment, config, blocks, split=split,
-            kv_link_bytes_per_s=kv_link_bytes_per_s, **common,
+            kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, **common,
         )  # fmt: skip
     return run_cluster(
         workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,
         frontend_s=deployment.efficiency.request_overhead_s, **common,
     )  # fmt: skip
+
+
+def worker_deployment(dep: Deployment, tp: int, field: str) -> Deployment:
+    """`dep` with its own tensor parallelism (a prefill or decode worker's `--prefill-tp` /
+    `--decode-tp`), on the fewest servers that hold it; a bad degree is named by `field`."""
+    if tp == dep.tp:
+        return dep
+    try:
+        return replace(dep, tp=tp, nodes=None)
+    except ConfigError as err:
+        raise ConfigError(
+            field, tp, f"a tensor-parallel degree {dep.model.name} allows ({err})"
+        ) from None
 
 
 def make_frontend(

@@ -137,16 +137,18 @@ def fleet_totals(
     results: list[SimResult],
     parts: list[dict[str, Any]],
     summary: dict[str, Any],
-    idle_w: float,
+    idle_w: float | list[float],
     per: str,
 ) -> dict[str, Any]:
     """The keys of a single run's `SimResult.to_dict()` that add up over a fleet's members
     (`results`, and `parts` their dicts): energy with the idle tail of those that finished
-    before the last one (their GPUs stay on, at `idle_w` each, until the fleet's run ends, as
-    the fleet timeline has it), the KV pool of one member (`per` names it) with the peak of
-    any, preemptions, rejections, steps, the mean GPU busy share and the traced requests."""
+    before the last one (their GPUs stay on, at `idle_w` each, or each member's own, until
+    the fleet's run ends, as the fleet timeline has it), the KV pool of one member (`per`
+    names it) with the peak of any, preemptions, rejections, steps, the mean GPU busy share
+    and the traced requests."""
     end_s = summary["duration_s"] or 0.0
-    tail_j = sum(idle_w * max(0.0, end_s - r.engine.end_s) for r in results)
+    idle = idle_w if isinstance(idle_w, list) else [idle_w] * len(results)
+    tail_j = sum(w * max(0.0, end_s - r.engine.end_s) for w, r in zip(idle, results, strict=True))
     return {
         "energy": fleet_energy(parts, summary, end_s, tail_j),
         "kv": {

@@ -7,13 +7,9 @@ How a request goes (as vLLM's disaggregated proxy and SGLang's PD router run it)
    other prompts there, the worker's own KV pool) and samples one token (max_tokens = 1).
 2. Its prompt's KV, `kv_bytes_per_token x prompt` bytes, goes to the least-loaded decode worker
    over that worker's ingress link, FIFO: it starts when the link is free and takes
-   `latency + bytes / bandwidth`. Bandwidth: one 400 Gb/s NIC per GPU (DGX H100 / B200 each
-   have 8 x ConnectX-7 400 Gb/s for 8 GPUs, NVIDIA DGX datasheets), the shards of a tp-wide
-   worker moving in parallel, so tp x 50 GB/s, from the catalog's topology (`kv_link`); the
-   scale-up link (NVLink) when all the workers fit in one scale-up domain (NIXL moves KV over
-   NVLink inside a node); `kv_link_bytes_per_s` sets another. Latency: the GPU link's
-   small-message latency plus, across domains, the NIC's, a lower bound (the connectors' own
-   bookkeeping is not modelled).
+   `latency + bytes / bandwidth` (cost/kvtransfer.py, the one home of that price: the shards
+   move in parallel over min(prefill tp, decode tp) GPU links, NVLink inside one scale-up
+   domain, else the NICs); `kv_link_bytes_per_s` sets another bandwidth.
 3. On the decode worker the transferred KV is held like prefix-cache blocks the request finds on
    admission: vLLM's KV-connector API reports remote KV as externally matched tokens
    (`get_num_new_matched_tokens`) that the scheduler counts as computed, always leaving the last
@@ -25,6 +21,10 @@ request is admitted (vLLM's decode side allocates on admission; SGLang prealloca
 KV pressure SGLang holds memory this model leaves free). A transfer whose blocks were handed to
 another request before admission is recomputed on the decode worker and counted.
 
+Each side has its own parallelism (`prefill_dep`, default the decode workers' `dep`: SGLang PD
+and Dynamo start prefill and decode workers with their own --tp), so its own step costs and its
+own KV pool, sized by its own memory (its weights per GPU, its KV bytes per token per GPU).
+
 Two passes: the prefill side depends only on the arrivals, so it runs first; the decode side then
 takes the prefills' finish times in order, advancing every decode worker to each before picking
 one, so each worker's clock only moves forward. Energy per worker, and the fleet's, as for
@@ -33,15 +33,20 @@ data-parallel replicas (cluster.py).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tokenprobe.cost import Deployment, idle_power_w, state_blocks_per_seq
-from tokenprobe.errors import ConfigError
+from tokenprobe.cost import (
+    Deployment,
+    Split,
+    idle_power_w,
+    kv_link,
+    kv_transfer_bytes,
+    state_blocks_per_seq,
+)
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, write_run
 from tokenprobe.sim.base import SchedulerConfig
@@ -57,31 +62,7 @@ from tokenprobe.sim.cluster import (
 from tokenprobe.sim.engine import Engine, StepFn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
-from tokenprobe.units import GIGA
 from tokenprobe.workload import RequestSpec, Workload
-
-NIC_BYTES_PER_S_PER_GPU = 400 * GIGA / 8  # one ConnectX-7 400 Gb/s per GPU (DGX H100/B200)
-MAX_WORKERS = 1024
-_SPEC = re.compile(r"^\s*(\d+)\s*p\s*(\d+)\s*d\s*$", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Split:
-    """How many prefill and decode workers (`1p3d`)."""
-
-    prefill: int
-    decode: int
-
-    @classmethod
-    def parse(cls, text: str) -> Split:
-        m = _SPEC.match(text)
-        if m is None:
-            raise ConfigError("disaggregate", text, "P prefill and D decode workers, e.g. 1p3d")
-        split = cls(int(m.group(1)), int(m.group(2)))
-        for name, n in (("prefill workers", split.prefill), ("decode workers", split.decode)):
-            if not 1 <= n <= MAX_WORKERS:
-                raise ConfigError("disaggregate", text, f"{name} in [1, {MAX_WORKERS}]")
-        return split
 
 
 @dataclass(slots=True)
@@ -92,7 +73,7 @@ class DisaggResult:
     prefill: list[SimResult]
     decode: list[SimResult]
     client_records: list[RequestRecord]
-    idle_w: float
+    idle_w: list[float]  # each worker's, prefill workers first
     recomputed: int
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
@@ -119,7 +100,14 @@ class DisaggResult:
             **fleet_totals(self.workers, [*prefill, *decode], summary, self.idle_w, "worker"),
             "config": self.config,
             "disaggregate": f"{len(prefill)}p{len(decode)}d",
+            "prefill_tp": self.config.get("prefill_tp"),
+            "decode_tp": self.config.get("decode_tp"),
+            "kv_capacity_blocks_per_worker": {
+                "prefill": self.prefill[0].pool.capacity_blocks,
+                "decode": self.decode[0].pool.capacity_blocks,
+            },
             "kv_transfer": {
+                "link": self.config.get("kv_link"),
                 "transfers": len(transfer),
                 "mean_s": float(np.mean(transfer)) if transfer else None,
                 "p99_s": float(np.percentile(transfer, 99)) if transfer else None,
@@ -136,20 +124,6 @@ class DisaggResult:
 
     def write(self, directory: str | Path) -> Path:
         return write_run(self.run(), directory, summary=self.to_dict())
-
-
-def kv_link(dep: Deployment, split: Split) -> tuple[float, float]:
-    """(bytes/s, latency) of the link a prompt's KV takes to a decode worker of `dep`: the
-    scale-up link (NVLink, xGMI) when every worker fits in one scale-up domain, else the
-    scale-out NICs of the receiving worker's GPUs (catalog topology; without one, a 400 Gb/s
-    NIC per GPU), the tp shards moving in parallel."""
-    gpus = dep.num_gpus * (split.prefill + split.decode)
-    topo = dep.gpu.topology
-    if topo is not None and gpus <= topo.scale_up_gpus:
-        return dep.gpu.link.bytes_per_s * dep.num_gpus, dep.gpu.link.latency_s
-    if topo is not None:
-        return topo.nic_bytes_per_s * dep.num_gpus, dep.gpu.link.latency_s + topo.nic_latency_s
-    return NIC_BYTES_PER_S_PER_GPU * dep.num_gpus, dep.gpu.link.latency_s
 
 
 def _extra_values(records: list[RequestRecord], key: str) -> list[float]:
@@ -169,6 +143,7 @@ def run_disaggregated(
     *,
     split: Split,
     kv_link_bytes_per_s: float | None = None,
+    prefill: tuple[Deployment, StepFn, int] | None = None,
     scheduler: str = "continuous",
     seed: int = 0,
     trace_requests: int = 2_000,
@@ -176,19 +151,19 @@ def run_disaggregated(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
 ) -> DisaggResult:
-    """P prefill and D decode workers of `dep` (module docstring)."""
+    """P prefill and D decode workers (module docstring): the decode workers are `dep`, priced
+    by `step_fn`, with `capacity_blocks` of KV each; `prefill` gives the prefill workers' own
+    (deployment, step function, KV blocks), by default the same."""
     requests = fleet_requests(workload, seed)
-    bandwidth, latency_s = kv_link(dep, split)
-    if kv_link_bytes_per_s is not None:
-        bandwidth = kv_link_bytes_per_s
-    if not bandwidth > 0:
-        raise ConfigError("kv_link_bytes_per_s", bandwidth, "a bandwidth > 0")
-    idle_w = idle_power_w(dep)
+    p_dep, p_step_fn, p_blocks = prefill or (dep, step_fn, capacity_blocks)
+    link = kv_link(p_dep, dep, split.prefill, split.decode, kv_link_bytes_per_s)
+    p_idle_w, idle_w = idle_power_w(p_dep), idle_power_w(dep)
     # decode workers find the transferred KV as cached blocks: prefix caching on there
     decode_config = replace(config, prefix_caching=True)
+    p_state = state_blocks_per_seq(p_dep, config.block_size)
     state = state_blocks_per_seq(dep, config.block_size)
     prefill_side = open_engines(
-        split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w, 0.0, state
+        split.prefill, p_step_fn, config, p_blocks, scheduler, p_idle_w, 0.0, p_state
     )
     decode_side = open_engines(
         split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
@@ -226,7 +201,7 @@ def run_disaggregated(
             pool.publish_prefix(group, blocks)
             pool.release_prefix(group)
         start = max(ready, link_free[target])
-        arrive = start + latency_s + dep.kv_bytes_per_token * spec.input_tokens / bandwidth
+        arrive = start + link.time_s(kv_transfer_bytes(dep, spec.input_tokens))
         link_free[target] = arrive
         transfers[spec.request_id] = (target, start - ready, arrive - ready)
         d_engines[target].submit(
@@ -237,23 +212,24 @@ def run_disaggregated(
         for i, (engine, pool) in enumerate(decode_side)
     ]
     client, recomputed = _client_records(prefill_parts, decode_parts, transfers, by_id, bs)
-    meta = dict(meta or {})
-    workers = split.prefill + split.decode
     config_doc = {
-        **meta,
+        **(meta or {}),
         "disaggregate": f"{split.prefill}p{split.decode}d",
-        "kv_link_bytes_per_s": bandwidth,
+        "prefill_tp": p_dep.tp,
+        "decode_tp": dep.tp,
+        "kv_link_bytes_per_s": link.bytes_per_s,
+        "kv_link": link.to_dict(),
         "seed": seed,
-        "num_gpus": int(meta.get("num_gpus", dep.num_gpus)) * workers,
-        "kv_capacity_blocks": capacity_blocks * workers,
-        "idle_power_w": idle_w * workers,
+        "num_gpus": p_dep.num_gpus * split.prefill + dep.num_gpus * split.decode,
+        "kv_capacity_blocks": p_blocks * split.prefill + capacity_blocks * split.decode,
+        "idle_power_w": p_idle_w * split.prefill + idle_w * split.decode,
     }
     return DisaggResult(
         config_doc,
         prefill_parts,
         decode_parts,
         client,
-        idle_w,
+        [p_idle_w] * split.prefill + [idle_w] * split.decode,
         recomputed,
         slo_ttft_s,
         slo_tpot_s,

@@ -50,6 +50,7 @@ _STEP_DONE = 0  # applied before arrivals of the same instant: the freed slots a
 _ARRIVAL = 1
 _ADMIT = 2  # a sent request reaching the scheduler after the front end's latency
 _WAKE = 3  # a batch window ends: plan again
+_HELD = 4  # a data-parallel rank's dummy pass ends (sim/dpep.py)
 _PROGRESS_EVERY_STEPS = 2000
 
 
@@ -178,6 +179,8 @@ class Engine:
                 self._arrive(payload)
             elif kind == _ADMIT:
                 self._admit(payload)
+            elif kind == _HELD:
+                self.busy = False
             # _WAKE: nothing to apply; the loop plans the next step
 
     def _arrive(self, i: int) -> None:
@@ -223,16 +226,26 @@ class Engine:
             self._push(fe.free_s[0], _WAKE, 0)
             return
         plan = sched.plan(self.step, now)
-        kv, queue = sched.pool.used_blocks, sched.num_waiting
         if plan is None:
-            self.timeline.add(now, None, kv, queue, self.idle_power_w)
-            wake = sched.wake_s
-            if wake is not None and wake > now:
-                self._push(wake, _WAKE, 0)
+            self._idle_point(now)
             return
         time_s, energy_j = self.step_fn(plan)
+        self._commit(plan, now, time_s, energy_j)
+
+    def _idle_point(self, now: float) -> None:
+        """Nothing to run: an idle point, and a wake-up when a batch window ends."""
+        sched = self.sched
+        self.timeline.add(now, None, sched.pool.used_blocks, sched.num_waiting, self.idle_power_w)
+        wake = sched.wake_s
+        if wake is not None and wake > now:
+            self._push(wake, _WAKE, 0)
+
+    def _commit(self, plan: StepPlan, now: float, time_s: float, energy_j: float) -> None:
+        """Run the planned step for `time_s`, spending `energy_j` (the hot path)."""
         if not (0 < time_s < math.inf and energy_j >= 0):
             raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
+        sched, fe = self.sched, self.frontend
+        kv, queue = sched.pool.used_blocks, sched.num_waiting
         end_s = now + time_s
         if fe is not None and fe.shares_engine:
             fe.run_engine_step(now, end_s)
@@ -302,6 +315,40 @@ class Engine:
             self._pop_instant()
             if not self.busy:
                 self._start_step()
+
+    # ------------------------------------------------- a data-parallel attention rank
+    # (sim/dpep.py): the ranks step together, so their gang plans, prices and starts each
+    # step; a rank never starts one on its own.
+
+    def apply_through(self, t_s: float) -> None:
+        """Apply every event at or before `t_s` and stand at `t_s`, planning nothing."""
+        while self._heap and self._heap[0][0] <= t_s:
+            self._pop_instant()
+        if t_s > self.clock_s:
+            if not self.busy:
+                self.idle_energy_j += self.idle_power_w * (t_s - self.clock_s)
+            self.clock_s = t_s
+
+    def plan_step(self) -> StepPlan | None:
+        """The scheduler's plan for a step starting now (None: nothing to run)."""
+        plan = self.sched.plan(self.step, self.clock_s)
+        if plan is None:
+            self._idle_point(self.clock_s)
+        return plan
+
+    def start_planned(self, plan: StepPlan, time_s: float, energy_j: float) -> None:
+        """Run `plan` from now for the gang's `time_s`, this rank spending `energy_j`."""
+        self._commit(plan, self.clock_s, time_s, energy_j)
+
+    def hold(self, end_s: float, power_w: float) -> None:
+        """Nothing of its own to run while the other ranks step: a dummy pass until `end_s`
+        at `power_w` (vLLM's `execute_dummy_batch`). It serves no request, so its energy counts
+        with the idle energy (spread over the tokens served) and its time is not busy time."""
+        now, sched = self.clock_s, self.sched
+        self.timeline.add(now, None, sched.pool.used_blocks, sched.num_waiting, power_w)
+        self.idle_energy_j += power_w * (end_s - now)
+        self.busy = True  # no idle power accrues until the pass ends
+        self._push(end_s, _HELD, 0)
 
     def finish(self) -> EngineResult:
         """Run to the end (every submitted request finished or rejected)."""

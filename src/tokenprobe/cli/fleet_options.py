@@ -1,0 +1,125 @@
+"""The fleet flags of `simulate` and `estimate` beyond replicas: data-parallel attention ranks
+with expert parallelism (`--dp N --enable-expert-parallel`, vLLM's and SGLang's names kept as
+aliases), each disaggregated side's tensor parallelism (`--prefill-tp`, `--decode-tp`), and the
+tables that show them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from tokenprobe.cli.frontend_tables import num as _num
+from tokenprobe.cli.render import Col, print_table, prose
+from tokenprobe.errors import ConfigError
+from tokenprobe.units import GIGA, MILLI, fmt_s, fmt_si
+
+DpOption = Annotated[
+    int,
+    typer.Option(
+        "--dp",
+        "--data-parallel-size",
+        "--dp-size",
+        help="Data-parallel attention ranks of a MoE model, one GPU each, sharing its experts "
+        "(with --enable-expert-parallel: vLLM --data-parallel-size, SGLang --dp-size with "
+        "--enable-dp-attention); every step waits for the slowest rank",
+    ),
+]
+EnableEpOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-expert-parallel",
+        "--expert-parallel",
+        help="With --dp: the routed experts spread over all the ranks' GPUs (expert parallel)",
+    ),
+]
+PrefillTpOption = Annotated[
+    int | None,
+    typer.Option(help="With --disaggregate: the prefill workers' tensor parallelism (--tp)"),
+]
+DecodeTpOption = Annotated[
+    int | None,
+    typer.Option(help="With --disaggregate: the decode workers' tensor parallelism (--tp)"),
+]
+
+
+def dp_layout(dp: int, enable_expert_parallel: bool, tp: int) -> dict[str, Any]:
+    """make_deployment's parallelism for `--dp`: tp = dp GPUs, attention DP, experts spread
+    (cost/dpep.py); {} without --dp."""
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise ConfigError("dp", dp, "an integer >= 1")
+    if dp == 1:
+        if enable_expert_parallel:
+            raise ConfigError("enable_expert_parallel", True, "with --dp N (N > 1)")
+        return {}
+    if not enable_expert_parallel:
+        raise ConfigError(
+            "dp", dp, "with --enable-expert-parallel (ranks without shared experts: --replicas)"
+        )
+    if tp != 1:
+        raise ConfigError(
+            "tp", tp, "1 with --dp: one GPU per attention rank (TP inside a rank: not modelled)"
+        )
+    return {"tp": dp, "expert_parallel": True, "attention_dp": True}
+
+
+RANK_COLUMNS = (
+    Col("rank", justify="right"),
+    Col("completed", justify="right"),
+    Col("TTFT p50 ms", justify="right"),
+    Col("TPOT p50 ms", justify="right"),
+    Col("own work s", justify="right"),
+    Col("waiting s", justify="right"),
+    Col("waiting %", justify="right"),
+    Col("dummy steps", justify="right"),
+)
+
+
+def _ms(seconds: float | None, digits: int) -> str:
+    return _num(None if seconds is None else seconds / MILLI, digits)
+
+
+def render_data_parallel(d: dict[str, Any]) -> None:
+    """The ranks of `simulate --dp`: each one's requests, its own work, its waiting for the
+    slowest rank and its dummy steps; the gang's steps and the shared MoE time."""
+    dp = d["data_parallel"]
+    rows = [
+        [
+            str(r["rank"]),
+            str(rep["completed"]),
+            _ms(rep["ttft_p50_s"], 1),
+            _ms(rep["tpot_p50_s"], 2),
+            _num(r["work_s"], 3),
+            _num(r["wait_s"], 3),
+            _num(100 * (r["wait_fraction"] or 0.0), 1),
+            str(r["dummy_steps"]),
+        ]
+        for r, rep in zip(dp["per_rank"], d["per_replica"], strict=True)
+    ]
+    title = f"{dp['ranks']} attention ranks (expert parallel over {dp['expert_parallel_gpus']} "
+    print_table(title + f"GPUs) behind the {d['router']} router", RANK_COLUMNS, rows)
+    prose(
+        f"{dp['gang_steps']:,} steps together over {fmt_s(dp['gang_busy_s'])}, of which "
+        f"{fmt_s(dp['shared_moe_s'])} in the shared MoE layers; the ranks waited for the slowest "
+        f"{_num(100 * (dp['wait_fraction'] or 0.0), 1)} % of it; imbalance (max / mean): "
+        f"requests {_num(d['imbalance']['requests_max_over_mean'], 3)}",
+        markup=False,
+    )
+
+
+def render_kv_transfer_stage(stage: dict[str, Any]) -> None:
+    """`estimate --disaggregate`: the KV transfer between the workers, a stage of its own."""
+    rows = [
+        ("workers", f"{stage['disaggregate']} (prefill tp {stage['prefill_tp']}, decode tp "
+                    f"{stage['decode_tp']})"),
+        ("link", f"{stage['link']} x {stage['links']}, "
+                 f"{stage['bytes_per_s'] / GIGA:,.0f} GB/s, latency {fmt_s(stage['latency_s'])}"),
+        ("KV bytes per request", fmt_si(stage["bytes_per_request"], "B")),
+        ("time per request", fmt_s(stage["time_per_request_s"])),
+        ("time for the batch (added to TTFT)", fmt_s(stage["time_s"])),
+    ]  # fmt: skip
+    print_table(
+        "KV transfer, prefill -> decode worker",
+        (Col("item"), Col("value", kind="num", justify="right")),
+        rows,
+    )

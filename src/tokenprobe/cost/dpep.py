@@ -1,0 +1,100 @@
+"""One step of data-parallel attention ranks that share expert-parallel MoE layers.
+
+The layout of vLLM `--data-parallel-size N --enable-expert-parallel` (TP 1 per rank) and SGLang
+`--tp N --enable-dp-attention --dp-size N --ep-size N`: a `Deployment` with `attention_dp` and
+`expert_parallel` over tp = N GPUs, each GPU one attention rank with its own scheduler, batch
+and KV cache, holding the attention and dense weights whole and 1/N of the routed experts
+(deployment.py, memory.py).
+
+Every step is synchronous across the ranks: each MoE layer dispatches every rank's tokens to the
+GPUs that hold their experts and combines them back (all-to-all), so no rank runs ahead of the
+slowest into the next layer. Per step:
+
+    t = max_r work_r + shared
+    work_r = (rank r's own operators: projections, attention over its own KV, dense layers and
+              shared experts, router, norms, embedding, LM head) x pp + its host time (its own
+              scheduler and sampler: vLLM runs one engine-core process per DP rank)
+    shared = routed experts of all ranks' tokens on the slowest EP GPU (ops.py) x pp
+             + 2 x MoE layers all-to-alls of the largest rank's tokens (step.dispatch_volume):
+             vLLM pads every rank's dispatch to the most tokens any rank holds
+             (num_tokens_across_dp, its max), and the collective ends with that GPU
+    wait_r = t − work_r − shared: how long rank r waits for the slowest
+
+Per-layer maxima equal the per-step maximum because the ranks run the same layers. A rank with
+nothing to run computes a dummy batch of one token meanwhile, so that the collectives line up
+(vllm-project/vllm@00080ee13c7a451fce071ccb8d0e94d395acf5a7:vllm/v1/engine/core.py,
+`DPEngineCoreProc.run_busy_loop`: `if not executed: ... self.execute_dummy_batch()`, which the
+GPU worker runs as `self.model_runner._dummy_run(1)`); the ranks stop only when none has work.
+Each operator's cost is the single-replica model's (step.op_costs): with one rank, or N ranks
+of equal batches, the step is `step_cost`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tokenprobe.cost.comm import alltoall_time_s
+from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.shape import BatchShape
+from tokenprobe.cost.step import (
+    dispatch_volume,
+    host_time_s,
+    offload_step_s,
+    op_costs,
+)
+from tokenprobe.errors import ConfigError
+
+SHARED_OPS = frozenset({"experts"})  # run on the EP GPUs for every rank's tokens
+DUMMY_BATCH = BatchShape(decode_seqs=1, decode_context_tokens=1)  # vLLM `_dummy_run(1)`
+
+
+@dataclass(frozen=True, slots=True)
+class GangStep:
+    """One synchronous step of the ranks (module docstring), seconds."""
+
+    time_s: float
+    work_s: tuple[float, ...]  # each rank's own work
+    shared_s: float  # routed experts and all-to-alls of all ranks' tokens
+    wait_s: tuple[float, ...]  # each rank's wait for the slowest
+
+
+def _scaled(shape: BatchShape, n: int) -> BatchShape:
+    """N ranks of this shape together: what `layer_terms` splits back into one rank's."""
+    return BatchShape(
+        shape.prefill_tokens * n,
+        shape.prefill_attn_pairs * n,
+        shape.prefill_seqs * n,
+        shape.decode_seqs * n,
+        shape.decode_context_tokens * n,
+    )
+
+
+def rank_work_s(dep: Deployment, shape: BatchShape) -> float:
+    """Seconds of one rank's own work on its batch `shape` (module docstring)."""
+    ops = op_costs(dep, _scaled(shape, dep.dp))
+    own = sum(op.time_s for op in ops if op.name not in SHARED_OPS)
+    return float(own * dep.pp + host_time_s(dep, shape))
+
+
+def shared_moe_s(dep: Deployment, tokens: int, max_rank_tokens: int) -> float:
+    """Seconds of the layers the ranks share: the routed experts of all `tokens` of the step
+    and the all-to-alls of the largest rank's `max_rank_tokens` (module docstring)."""
+    ops = op_costs(dep, BatchShape(decode_seqs=tokens))  # the experts see only the token count
+    experts = sum(op.time_s for op in ops if op.name in SHARED_OPS)
+    act_bytes = max_rank_tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2)
+    a2a_bytes, a2a_count = dispatch_volume(dep, act_bytes)
+    a2a = a2a_count * alltoall_time_s(dep, a2a_bytes) if a2a_count else 0.0
+    return float(experts * dep.pp + a2a + offload_step_s(dep))
+
+
+def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
+    """The step of `dep.dp` ranks with these batches (None: the rank runs a dummy batch)."""
+    if len(shapes) != dep.dp:
+        raise ConfigError("shapes", len(shapes), f"one batch (or None) for each of {dep.dp} ranks")
+    batches = [DUMMY_BATCH if s is None else s for s in shapes]
+    work = tuple(rank_work_s(dep, s) for s in batches)
+    rank_tokens = [s.tokens for s in batches]
+    shared = shared_moe_s(dep, sum(rank_tokens), max(rank_tokens))
+    time_s = max(work) + shared
+    return GangStep(time_s, work, shared, tuple(time_s - w - shared for w in work))

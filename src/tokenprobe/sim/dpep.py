@@ -1,0 +1,291 @@
+"""Data-parallel attention ranks sharing expert-parallel MoE layers (`simulate --dp N
+--enable-expert-parallel`): vLLM `--data-parallel-size N --enable-expert-parallel`, SGLang
+`--enable-dp-attention --dp-size N --ep-size N`.
+
+Each of the N ranks is a single-replica engine (its own scheduler, batch and KV pool: the
+attention weights and the KV cache live per rank, the routed experts are spread over all the
+GPUs), opened empty as cluster.py opens replicas, and requests reach the ranks through the same
+routers (vLLM's DP coordinator balances on the ranks' waiting and running counts, SGLang's
+router or its `round_robin` DP dispatch). Unlike replicas the ranks step together: every MoE
+layer is an all-to-all among them, so a step starts on every rank at once and ends when the
+slowest rank's own work and the shared MoE work for all ranks' tokens are done
+(cost/dpep.py: t = max_r work_r + shared). A rank with nothing to run computes a dummy batch
+meanwhile (vLLM `execute_dummy_batch`), its GPUs busy; the ranks idle only when none has work.
+
+The loop: at the gang's clock, route the arrivals up to it (the loads as they stand), let every
+rank apply its events, ask every rank for its plan, price the step from all the plans, start
+it on every rank (a dummy pass on those without a plan), route the arrivals during it, and move
+the clock to its end. Energy: the step's GPU power is the cost model's for the summed work of
+all ranks (step_cost of the summed batch), paid for the whole step on every GPU (a rank waiting
+in a collective spins in an NCCL kernel), split evenly over the ranks.
+
+Outputs: the fleet's figures as for replicas (cluster.py), per rank its own work, waiting time
+for the slowest and dummy steps, and the imbalance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenprobe.cost import (
+    BatchShape,
+    Deployment,
+    idle_power_w,
+    rank_work_s,
+    shared_moe_s,
+    state_blocks_per_seq,
+)
+from tokenprobe.errors import ConfigError
+from tokenprobe.records import Run, write_run
+from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.cluster import ClusterResult, Router, fleet_requests, open_engines
+from tokenprobe.sim.engine import Engine, SimulationError, StepFn
+from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.stepcache import DecodeMemo
+from tokenprobe.workload import RequestSpec, Workload
+
+MAX_RANKS = 1024
+_DUMMY = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
+
+
+def _unpriced(plan: StepPlan) -> tuple[float, float]:
+    raise SimulationError(f"a data-parallel rank priced {plan} alone (its gang prices steps)")
+
+
+@dataclass(slots=True)
+class GangPricer:
+    """Step times of the ranks together (cost/dpep.py), memoised: each rank's own work through
+    `DecodeMemo` (linear in its context), the shared MoE by (tokens, largest rank's tokens),
+    the power from the cost model's price of the summed batch (`step_fn`, memoised)."""
+
+    dep: Deployment
+    step_fn: StepFn
+    rank_fn: DecodeMemo = field(init=False)
+    total_fn: DecodeMemo = field(init=False)
+    shared: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        dep = self.dep
+        self.rank_fn = DecodeMemo(lambda plan: (rank_work_s(dep, BatchShape(*plan)), 0.0))
+        self.total_fn = DecodeMemo(self.step_fn)
+
+    def price(self, plans: list[StepPlan]) -> tuple[float, float, list[float], float]:
+        """(step s, energy J of all GPUs, each rank's own work s, shared s) of these plans."""
+        work = [self.rank_fn(p)[0] for p in plans]
+        tokens = [p.prefill_tokens + p.decode_seqs for p in plans]
+        key = (sum(tokens), max(tokens))
+        shared = self.shared.get(key)
+        if shared is None:
+            shared = self.shared[key] = shared_moe_s(self.dep, *key)
+        time_s = max(work) + shared
+        total = StepPlan(*(sum(col) for col in zip(*plans, strict=True)))
+        t_sum, e_sum = self.total_fn(total)
+        return time_s, e_sum / t_sum * time_s, work, shared
+
+
+@dataclass(slots=True)
+class RankStats:
+    """One rank's account of the gang's steps, seconds."""
+
+    work_s: float = 0.0
+    wait_s: float = 0.0
+    dummy_steps: int = 0
+    dummy_s: float = 0.0
+
+    def row(self, index: int, busy_s: float) -> dict[str, Any]:
+        return {
+            "rank": index,
+            "work_s": self.work_s,
+            "wait_s": self.wait_s,
+            "wait_fraction": self.wait_s / busy_s if busy_s > 0 else None,
+            "dummy_steps": self.dummy_steps,
+            "dummy_s": self.dummy_s,
+        }
+
+
+@dataclass(slots=True)
+class DpEpResult:
+    """The ranks as a fleet (`ClusterResult`: records, energy, per-rank latency) and the gang's
+    account: steps, time in the shared MoE layers, each rank's work and waiting."""
+
+    fleet: ClusterResult
+    ranks: list[RankStats]
+    steps: int
+    busy_s: float  # the gang's stepping time
+    shared_s: float  # of it, in the shared MoE layers and all-to-alls
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.fleet.config
+
+    @property
+    def records(self) -> list[Any]:
+        return self.fleet.records
+
+    def run(self, with_timeline: bool = True) -> Run:
+        return self.fleet.run(with_timeline)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.fleet.to_dict()
+        waits = [r.wait_s for r in self.ranks]
+        out["data_parallel"] = {
+            "ranks": len(self.ranks),
+            "expert_parallel_gpus": self.config.get("num_gpus"),
+            "gang_steps": self.steps,
+            "gang_busy_s": self.busy_s,
+            "shared_moe_s": self.shared_s,
+            "wait_s_total": sum(waits),
+            "wait_fraction": sum(waits) / (len(waits) * self.busy_s) if self.busy_s else None,
+            "dummy_steps": sum(r.dummy_steps for r in self.ranks),
+            "per_rank": [r.row(i, self.busy_s) for i, r in enumerate(self.ranks)],
+        }
+        return out
+
+    def write(self, directory: str | Path) -> Path:
+        return write_run(self.run(), directory, summary=self.to_dict())
+
+
+def _check_ranks(dep: Deployment, ranks: int) -> None:
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= MAX_RANKS:
+        raise ConfigError("dp", ranks, f"an integer in [1, {MAX_RANKS}]")
+    if not (dep.attention_dp and dep.dp == ranks and dep.pp == 1):
+        raise ConfigError(
+            "dp", ranks,
+            f"a deployment with attention DP over {ranks} GPUs, one rank each, pp 1 "
+            f"(got tp {dep.tp}, pp {dep.pp}, attention_dp {dep.attention_dp})",
+        )  # fmt: skip
+
+
+def run_dpep(
+    workload: Workload,
+    step_fn: StepFn,
+    dep: Deployment,
+    config: SchedulerConfig,
+    capacity_blocks: int,
+    *,
+    ranks: int,
+    router: str = "round-robin",
+    scheduler: str = "continuous",
+    seed: int = 0,
+    trace_requests: int = 2_000,
+    meta: dict[str, Any] | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    frontend_s: float = 0.0,
+) -> DpEpResult:
+    """`ranks` attention ranks of `dep` stepping together (module docstring); `capacity_blocks`
+    is the KV pool of the whole deployment, split evenly over the ranks; `step_fn` prices a
+    batch on the whole deployment (the power of a step)."""
+    _check_ranks(dep, ranks)
+    requests = fleet_requests(workload, seed)
+    per_rank_blocks = capacity_blocks // ranks
+    if per_rank_blocks < 1:
+        raise ConfigError(
+            "dp", ranks, f"ranks that each hold a KV block ({capacity_blocks} in all)"
+        )
+    idle_w = idle_power_w(dep) / ranks
+    state = state_blocks_per_seq(dep, config.block_size)
+    opened = open_engines(
+        ranks, _unpriced, config, per_rank_blocks, scheduler, idle_w, frontend_s, state
+    )
+    engines = [e for e, _ in opened]
+    pricer = GangPricer(dep, step_fn)
+    stats = [RankStats() for _ in range(ranks)]
+    busy_s, shared_s, steps = _gang_loop(requests, engines, Router(router, ranks), pricer, stats)
+    per_rank = max(1, -(-trace_requests // ranks))
+    parts = []
+    for index, (engine, pool) in enumerate(opened):
+        result = engine.finish()
+        records = build_records(result, per_rank, pool.prefix_caching)
+        for record in records:
+            record.extra["replica"] = float(index)
+        parts.append(
+            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
+                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        )  # fmt: skip
+    config_doc = {
+        **(meta or {}),
+        "data_parallel_size": ranks,
+        "expert_parallel": True,
+        "router": router,
+        "seed": seed,
+        "num_gpus": dep.num_gpus,
+        "kv_capacity_blocks": per_rank_blocks * ranks,
+        "idle_power_w": idle_w * ranks,
+        "frontend_s": frontend_s,
+    }
+    fleet = ClusterResult(config_doc, parts, router, idle_w, slo_ttft_s, slo_tpot_s)
+    return DpEpResult(fleet, stats, steps, busy_s, shared_s)
+
+
+def _gang_loop(
+    requests: list[RequestSpec],
+    engines: list[Engine],
+    router: Router,
+    pricer: GangPricer,
+    stats: list[RankStats],
+) -> tuple[float, float, int]:
+    """Step the ranks together until every request is done (module docstring); returns the
+    gang's (busy s, shared-MoE s, steps)."""
+    clock, i, n = 0.0, 0, len(requests)
+    busy_s = shared_total = 0.0
+    steps = 0
+    while True:
+        i = _route(requests, i, engines, router, clock, inclusive=True)
+        for engine in engines:
+            engine.apply_through(clock)
+        plans = [engine.plan_step() for engine in engines]
+        if all(p is None for p in plans):
+            later = min(e.next_event_s() for e in engines)
+            if i < n:
+                later = min(later, requests[i].arrival_s)
+            if later == math.inf:
+                return busy_s, shared_total, steps
+            clock = later
+            continue
+        priced = [_DUMMY if p is None else p for p in plans]
+        time_s, energy_j, work, shared = pricer.price(priced)
+        end = clock + time_s
+        share_j = energy_j / len(engines)
+        for engine, plan, own, st in zip(engines, plans, work, stats, strict=True):
+            st.work_s += own
+            st.wait_s += max(0.0, time_s - own - shared)
+            if plan is None:
+                st.dummy_steps += 1
+                st.dummy_s += time_s
+                engine.hold(end, share_j / time_s)
+            else:
+                engine.start_planned(plan, time_s, share_j)
+        # arrivals during the step: the loads change only at its end
+        i = _route(requests, i, engines, router, end, inclusive=False)
+        for engine in engines:
+            engine.apply_through(end)
+        clock = end
+        busy_s += time_s
+        shared_total += shared
+        steps += 1
+
+
+def _route(
+    requests: list[RequestSpec],
+    i: int,
+    engines: list[Engine],
+    router: Router,
+    until_s: float,
+    *,
+    inclusive: bool,
+) -> int:
+    """Submit the requests from `i` on that arrive before `until_s` (or at it, `inclusive`),
+    each to the rank the router picks from the ranks' outstanding requests; returns the next
+    index."""
+    n = len(requests)
+    while i < n and (
+        requests[i].arrival_s < until_s or (inclusive and requests[i].arrival_s == until_s)
+    ):
+        spec = requests[i]
+        engines[router.pick(spec, [e.outstanding for e in engines])].submit(spec)
+        i += 1
+    return i

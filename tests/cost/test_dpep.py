@@ -1,0 +1,116 @@
+"""One step of data-parallel attention ranks sharing expert-parallel MoE layers (cost/dpep.py):
+the all-to-all bytes and the weights per GPU by hand for Qwen3-30B-A3B on four H100s, the step
+as the slowest rank plus the shared MoE, and the single-replica model where they must agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenprobe.cost import (
+    DUMMY_BATCH,
+    BatchShape,
+    gang_step,
+    make_deployment,
+    rank_work_s,
+    shared_moe_s,
+    step_cost,
+)
+from tokenprobe.cost.memory import weights_bytes_per_gpu
+from tokenprobe.cost.step import dispatch_volume
+from tokenprobe.errors import ConfigError
+
+# Qwen3-30B-A3B (catalog config): hidden 2048, 48 layers, 128 experts of 3 x 2048 x 768, top-8,
+# 32 query heads and 4 KV heads of 128, vocabulary 151,936 (untied head)
+DP4 = make_deployment("qwen3-30b-a3b", "h100-sxm", tp=4, expert_parallel=True, attention_dp=True)
+PLAIN = make_deployment("qwen3-30b-a3b", "h100-sxm")
+
+
+def test_each_rank_holds_the_dense_weights_and_a_quarter_of_the_experts() -> None:
+    """Experts: 48 x 128 x 3 x 2048 x 768 = 28,991,029,248 parameters. The rest: per layer q
+    2048 x 4096 + k, v 2 x 2048 x 512 + o 4096 x 2048 + router 2048 x 128 = 19,136,512, x 48
+    = 918,552,576, plus embedding and LM head 2 x 151,936 x 2048 = 622,329,856. In bf16 a rank
+    holds 2 B x (1,540,882,432 + 28,991,029,248 / 4) = 17,577,279,488 B; one GPU alone all of
+    it, 61,063,823,360 B."""
+    assert weights_bytes_per_gpu(DP4) == 2 * (1_540_882_432 + 28_991_029_248 // 4)
+    assert weights_bytes_per_gpu(PLAIN) == 2 * (1_540_882_432 + 28_991_029_248)
+    # KV: 48 layers x 4 heads x 128 x (K, V) x 2 B per token, on the one rank that holds it
+    assert DP4.kv_bytes_per_token_per_gpu * DP4.dp == 98_304
+
+
+def test_the_all_to_all_moves_the_largest_ranks_tokens() -> None:
+    """A rank of 64 tokens sends 64 x 2048 x 2 B x 8 experts x 3/4 (to the other three GPUs) =
+    1,572,864 B per all-to-all, twice per MoE layer: 96 per step. Each moves at NVLink's
+    450 GB/s x the link efficiency; so 48 more tokens on the largest rank cost
+    96 x 48 x 24,576 B / (450 GB/s x η) more, whatever the other ranks hold."""
+    assert dispatch_volume(DP4, 64 * 2048 * 2) == (1_572_864, 96)
+    rate = 450e9 * DP4.efficiency.link
+    extra = shared_moe_s(DP4, 256, 64) - shared_moe_s(DP4, 256, 16)
+    assert extra == pytest.approx(96 * 48 * 24_576 / rate, rel=1e-9)
+    assert dispatch_volume(PLAIN, 1e6) == (0.0, 0)  # one GPU: nothing to exchange
+
+
+def test_the_step_is_the_slowest_rank_plus_the_shared_moe() -> None:
+    shapes = [BatchShape.decode(48, 2000), BatchShape.decode(16, 500), BatchShape.prefill(256)]
+    step = gang_step(DP4, [*shapes, None])
+    batches = [*shapes, DUMMY_BATCH]
+    work = [rank_work_s(DP4, s) for s in batches]
+    tokens = [s.tokens for s in batches]
+    shared = shared_moe_s(DP4, sum(tokens), max(tokens))
+    assert step.work_s == pytest.approx(work, rel=1e-12)
+    assert step.time_s == pytest.approx(max(work) + shared, rel=1e-12)
+    slowest = work.index(max(work))
+    assert step.wait_s[slowest] == pytest.approx(0.0, abs=1e-15)
+    for w, wait in zip(work, step.wait_s, strict=True):
+        assert wait == pytest.approx(max(work) - w, abs=1e-12)
+
+
+def test_equal_ranks_are_the_balanced_model_and_one_rank_is_one_gpu() -> None:
+    """N equal batches are what step_cost prices under attention DP (each GPU 1/N of the
+    summed batch); one rank with the experts all on it is the plain single-GPU step."""
+    rank = BatchShape.decode(32, 1000)
+    together = BatchShape.decode(128, 1000)
+    assert gang_step(DP4, [rank] * 4).time_s == pytest.approx(
+        step_cost(DP4, together).time_s, rel=1e-12
+    )
+    one = make_deployment("qwen3-30b-a3b", "h100-sxm", expert_parallel=True, attention_dp=True)
+    for shape in (rank, BatchShape.prefill(2048)):
+        assert gang_step(one, [shape]).time_s == pytest.approx(
+            step_cost(PLAIN, shape).time_s, rel=1e-12
+        )
+
+
+def test_a_lone_busy_rank_makes_the_others_wait() -> None:
+    """All the work on rank 0: the other three run the one-token dummy batch and wait the
+    difference; the step is longer than the same tokens spread evenly."""
+    alone = gang_step(DP4, [BatchShape.decode(128, 1000), None, None, None])
+    spread = gang_step(DP4, [BatchShape.decode(32, 1000)] * 4)
+    dummy = rank_work_s(DP4, DUMMY_BATCH)
+    assert alone.wait_s[0] == pytest.approx(0.0, abs=1e-15)
+    for wait in alone.wait_s[1:]:
+        assert wait == pytest.approx(alone.work_s[0] - dummy, rel=1e-12)
+        assert wait > 0
+    assert alone.time_s > spread.time_s
+
+
+def test_a_batch_per_rank_is_required() -> None:
+    with pytest.raises(ConfigError, match="4 ranks"):
+        gang_step(DP4, [None, None])
+
+
+def test_across_two_servers_the_all_to_all_waits_for_the_nics() -> None:
+    """DeepSeek-V3 (hidden 7168, top-8, 58 MoE layers: 116 all-to-alls a step) with DP16 + EP
+    on two HGX H200 servers: of the bytes a GPU sends, 8 of every 15 go to the other server's
+    GPUs over its 400 Gb/s NIC (50 GB/s), the rest over NVLink at the same time, and the NIC is
+    the slower path. So 48 more tokens on the largest rank cost 116 x 48 x 7168 x 2 B x 8 x
+    15/16 x 8/15 / (50 GB/s x η); on one server (DP8) the same tokens cost only NVLink's
+    116 x 48 x 7168 x 2 B x 8 x 7/8 / (450 GB/s x η)."""
+    kw = dict(expert_parallel=True, attention_dp=True, weight_dtype="fp8")
+    two = make_deployment("deepseek-v3", "h200", tp=16, **kw)  # type: ignore[arg-type]
+    one = make_deployment("deepseek-v3", "h200", tp=8, **kw)  # type: ignore[arg-type]
+    assert two.nodes == 2 and one.nodes == 1
+    eta = two.efficiency.link
+    row = 7168 * 2 * 8
+    across = shared_moe_s(two, 1024, 64) - shared_moe_s(two, 1024, 16)
+    assert across == pytest.approx(116 * 48 * row * 15 / 16 * 8 / 15 / (50e9 * eta), rel=1e-9)
+    inside = shared_moe_s(one, 1024, 64) - shared_moe_s(one, 1024, 16)
+    assert inside == pytest.approx(116 * 48 * row * 7 / 8 / (450e9 * eta), rel=1e-9)
