@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tokenprobe.cli import app
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
-from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, plan
 from tokenprobe.sim import simulate
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.workload import Arrival, Workload

@@ -166,6 +166,7 @@ def simulate(
     host: str | HostSpec | None = None,
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
+    step_fn: StepFn | None = None,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -182,6 +183,7 @@ def simulate(
     is the fixed latency `Efficiency.request_overhead_s`, as the profiles were fitted.
     `engine_in_api_server`: the engine loop runs in the one API-server process (vLLM V0; the
     GPU waits while that process serves HTTP and streams: sim/frontend.py).
+    `step_fn`: another step price than the cost model's (plan's speculative-decoding candidates).
 
     `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
     prefill and decode workers.
@@ -203,7 +205,8 @@ def simulate(
     if config is None:
         config, engine = vllm_defaults(dep.gpu), engine or "vllm"
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
-    step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
+    exact = step_fn or cost_step_fn(dep)
+    step_fn = exact if exact_steps else DecodeMemo(exact)
     state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
     frontend = None
@@ -270,11 +273,12 @@ def simulate_fleet(
     trace_requests: int = DEFAULT_TRACE_REQUESTS,
     profile: str | None = None,
     engine: str | None = None,
+    step_fn: StepFn | None = None,
 ) -> ClusterResult | DisaggResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
     prefill and decode workers with the KV sent between them (sim/disagg.py). `to_dict()` is
-    `simulate --replicas / --disaggregate --json`."""
+    `simulate --replicas / --disaggregate --json`. `step_fn` as for `simulate`."""
     if config is None:
         config, engine = vllm_defaults(deployment.gpu), engine or "vllm"
     run_config = _run_config(
@@ -288,7 +292,7 @@ def simulate_fleet(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
     )
-    step_fn = DecodeMemo(cost_step_fn(deployment))
+    step_fn = DecodeMemo(step_fn or cost_step_fn(deployment))
     blocks = capacity_blocks(deployment, config)
     if disaggregate is not None:
         if replicas != 1 or router != "round-robin":
