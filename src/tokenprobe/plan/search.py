@@ -61,11 +61,12 @@ class Plan:
 
     @property
     def feasible(self) -> list[Outcome]:
-        """Cheapest first; equal costs by throughput per GPU, then by SLO headroom."""
+        """Cheapest first; equal costs by SLO headroom (every fleet serves the same rate, so
+        its tokens/s per GPU only follow its GPU count), then by tokens/s per GPU."""
         key: Callable[[Outcome], tuple[float, float, float]] = lambda o: (  # noqa: E731
             o.cost_per_hour if o.cost_per_hour is not None else float(o.gpus),
-            -round(o.output_tokens_per_s_per_gpu, 6),
             o.slo_ratio if o.slo_ratio is not None else math.inf,
+            -o.output_tokens_per_s_per_gpu,
         )
         return sorted((o for o in self.outcomes if o.feasible), key=key)
 
