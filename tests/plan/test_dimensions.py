@@ -160,6 +160,7 @@ def test_plan_json_names_each_candidates_mode() -> None:
         (["--spec-decode", "mtp:1", "--spec-acceptance", "1.5"], "spec_acceptance"),
         (["--disaggregate", "0p1d"], "disaggregate"),
         (["--disaggregate", "1p"], "disaggregate"),
+        (["--disaggregate", "2000p1d"], "disaggregate"),  # over the simulator's 1,024 workers
         (["--router", "random"], "router"),
         (["--max-gpus", "0"], "max_gpus"),
         (["--gpus-per-node", "x"], "gpus_per_node"),

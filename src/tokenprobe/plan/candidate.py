@@ -18,7 +18,7 @@ from typing import Any
 
 from tokenprobe.cost import SpecDecode
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim import ROUTERS
+from tokenprobe.sim import MAX_WORKERS, ROUTERS
 
 AGGREGATED = "agg"
 ALL_SPLITS = "all"  # every P:D split within --max-gpus
@@ -123,10 +123,11 @@ class Outcome:
 def parse_split(text: str) -> tuple[int, int]:
     """`1p3d` -> (1, 3): at least one worker of each kind."""
     m = _SPLIT.match(text.strip().lower())
-    if m is None or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+    if m is None or not all(1 <= int(n) <= MAX_WORKERS for n in m.groups()):
         raise ConfigError(
-            "disaggregate", text, f"{AGGREGATED}, {ALL_SPLITS} or PpDd with P, D >= 1, e.g. 1p3d"
-        )
+            "disaggregate", text,
+            f"{AGGREGATED}, {ALL_SPLITS} or PpDd with P and D in [1, {MAX_WORKERS}], e.g. 1p3d",
+        )  # fmt: skip
     return int(m.group(1)), int(m.group(2))
 
 

@@ -286,6 +286,10 @@ class Group:
         met_at: int | None = None  # the fewest GPUs of a split that met the SLOs
         for c in cands:
             # the fewest GPUs first; of those, the most cost-model headroom
+            if not self.splits(c):
+                budget = self.req.max_gpus_or_default
+                out.append(self._out(c, False, f"no P:D split of tp{c.tp} fits in {budget} GPUs"))
+                continue
             todo = sorted(
                 self.splits(c), key=lambda s: (s[0] + s[1], -min(s[0] * p_rate, s[1] * d_rate))
             )

@@ -26,7 +26,7 @@ from tokenprobe.sim.api import (
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import MAX_QUEUE_S, max_rate_per_s, meets_slos
 from tokenprobe.sim.cluster import MAX_REPLICAS, ROUTERS, ClusterResult
-from tokenprobe.sim.disagg import DisaggResult
+from tokenprobe.sim.disagg import MAX_WORKERS, DisaggResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError, StepFn
 from tokenprobe.sim.engines import (
     ENGINES,
@@ -53,6 +53,7 @@ __all__ = [
     "ENGINES",
     "MAX_QUEUE_S",
     "MAX_REPLICAS",
+    "MAX_WORKERS",
     "PRESETS",
     "ROUTERS",
     "SCENARIOS",
