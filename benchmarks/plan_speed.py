@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, plan
 
 
 def main() -> None:
@@ -24,7 +24,8 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "plan_speed",
         "candidates": len(req.candidates),
-        "simulated": sum(1 for o in result.outcomes if o.rate_per_replica > 0),
+        "simulated": sum(1 for o in result.outcomes if o.simulated),
+        "simulations": result.simulations,
         "seconds": round(elapsed, 2),
         "target_s": 60,
         "ok": elapsed < 60,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -11,8 +12,8 @@ from typer.testing import CliRunner
 from tokenprobe.cli import app
 from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
-from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
-from tokenprobe.sim import simulate
+from tokenprobe.plan import Candidate, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.sim import MAX_QUEUE_S, meets_slos, simulate_fleet
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.workload import Arrival, Workload
 
@@ -26,23 +27,29 @@ def _req(gpus: list[str], rate: float = 8.0, tpot: float = 0.04, **kw: object) -
     )  # fmt: skip
 
 
-def test_a_planned_replica_meets_the_slos_when_simulated_at_its_rate() -> None:
+def _fleet(req: PlanRequest, c: Candidate, replicas: int) -> dict[str, Any]:
+    """The fleet plan judges, simulated again here: `replicas` behind round-robin, the rate."""
+    dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
+    wl = Workload(Arrival("poisson", rate_per_s=req.rate_per_s), IN, OUT, num_requests=150)
+    cfg = SchedulerConfig(max_num_seqs=c.max_num_seqs, prefix_caching=True)
+    return simulate_fleet(dep, wl, replicas=replicas, config=cfg, seed=req.seed).to_dict()
+
+
+def test_a_planned_fleet_meets_the_slos_when_simulated_and_one_replica_fewer_does_not() -> None:
     req = _req(["h100-sxm", "l40s"])
     result = plan(req, workers=1)
     assert result.feasible
     for o in result.feasible:
         c = o.candidate
-        dep = make_deployment(req.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype)
-        check = simulate(
-            deployment=dep,
-            workload=Workload(Arrival("poisson", rate_per_s=req.rate_per_s / o.replicas), IN,
-                              OUT, num_requests=150),
-            config=SchedulerConfig(max_num_seqs=c.max_num_seqs),
-            seed=req.seed,
-        ).to_dict()  # fmt: skip
+        check = _fleet(req, c, o.replicas)
         assert check["ttft_s"]["p90"] <= req.slo_ttft_p90_s  # type: ignore[operator]
         assert check["tpot_s"]["p90"] <= req.slo_tpot_p90_s  # type: ignore[operator]
-        assert o.gpus == math.ceil(req.rate_per_s / o.rate_per_replica) * c.tp
+        assert o.gpus == o.replicas * c.tp
+        if o.replicas > 1:
+            fewer = _fleet(req, c, o.replicas - 1)
+            assert not meets_slos(fewer, MAX_QUEUE_S, req.slo_ttft_p90_s, req.slo_tpot_p90_s)
+        # the first guess, one replica's bisected rate times a count, is within one replica
+        assert abs(o.replicas - math.ceil(req.rate_per_s / o.rate_per_replica)) <= 1
 
 
 def test_more_gpu_types_never_raise_the_cost_floor() -> None:

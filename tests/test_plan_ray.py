@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, plan
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenprobe[ray]'")
 

@@ -21,8 +21,9 @@ its documented "nothing measured" line.
 Figures quoted in the README are compared with what their command prints (FIGURES): the
 `tokenprobe estimate` excerpt line by line, the seed-003 table, hello-vs-summary's joules, the
 bursty-load diagnosis, the measured-vs-predicted table of `diagnose --predict` on the measured
-run, the model count; under TOKENPROBE_README_SLOW=1 also the plan table and the pooled accuracy
-figures (README and docs/accuracy.md, against validate.py's JSON line).
+run, the model count; under TOKENPROBE_README_SLOW=1 also the plan table, the plan's serving
+modes and the pooled accuracy figures (README and docs/accuracy.md, against validate.py's JSON
+line).
 """
 
 from __future__ import annotations
@@ -400,6 +401,19 @@ def check_plan_row(cmd: str, output: str) -> None:
     assert float(row[2].replace(",", "")) == float(rate) * int(out_tokens)
 
 
+def check_plan_modes(output: str) -> None:
+    """The README's disaggregation example: without spec decode 1p1d meets the TPOT bound on 2
+    GPUs where aggregated replicas need 3; with MTP both layouts do on 2."""
+    flat = "\n".join(map(squash, output.splitlines()))
+    rows = re.findall(r"^h100-sxm bf16 tp1 seqs256 (\d+) \S+ (agg|\d+p\d+d) \S+ tp1 \S+ (\S+) ",
+                      flat, re.MULTILINE)  # fmt: skip
+    fewest: dict[tuple[str, str], int] = {}
+    for gpus, mode, spec in rows:
+        fewest[mode, spec] = min(int(gpus), fewest.get((mode, spec), 1 << 30))
+    assert fewest == {("agg", "-"): 3, ("1p1d", "-"): 2, ("agg", "mtp:1"): 2,
+                      ("1p1d", "mtp:1"): 2}, output  # fmt: skip
+
+
 def check_pooled_accuracy(output: str) -> None:
     """README's pooled figures and docs/accuracy.md's pooled table against validate.py's JSON."""
     by_kind = {k["kind"]: k for k in json.loads(output.strip().splitlines()[-1])["by_kind"]}
@@ -438,7 +452,9 @@ def check_figures(cmd: Command, ran: str, output: str) -> None:
         check_excerpt(cmd, output)
     if cmd.text in FIGURES:
         FIGURES[cmd.text](output)
-    if cmd.text.startswith("tokenprobe plan") and "--tp 1" in cmd.text:
+    if cmd.text.startswith("tokenprobe plan") and "--disaggregate" in cmd.text:
+        check_plan_modes(output)
+    elif cmd.text.startswith("tokenprobe plan") and "--tp 1" in cmd.text:
         check_plan_row(ran, output)
     if cmd.text == "python benchmarks/validate.py":
         check_pooled_accuracy(output)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tokenprobe.calibrate import calibrate, load_rows
 from tokenprobe.cli import app
 from tokenprobe.cli.render import progress
-from tokenprobe.plan.search import PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, plan
 
 from .test_output_width import PLAN, calibration_lines
 

@@ -10,11 +10,19 @@ from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
-from tokenprobe.cli.estimate import PROFILE_HELP, GpusPerNodeOption, parse_overrides
+from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
-from tokenprobe.plan import Plan, PlanRequest, candidates, fixed_lengths, plan
+from tokenprobe.plan import (
+    Plan,
+    PlanRequest,
+    candidates,
+    deployment_groups,
+    fixed_lengths,
+    plan,
+    spec_modes,
+)
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 
@@ -69,7 +77,30 @@ def plan_cmd(
         str, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated")
     ] = "bf16,fp8",
     tp: Annotated[str, typer.Option(help="Comma-separated TP degrees")] = "1,2,4,8",
-    gpus_per_node: GpusPerNodeOption = None,
+    gpus_per_node: Annotated[
+        str | None,
+        typer.Option(help="GPUs per server to search, e.g. 4,8 (default: each GPU's catalog's)"),
+    ] = None,
+    router: Annotated[
+        str,
+        typer.Option(help="Routers of a fleet of replicas: round-robin,least-loaded,prefix-aware"),
+    ] = "round-robin",
+    disaggregate: Annotated[
+        str,
+        typer.Option(help="agg (replicas), PpDd prefill/decode splits, all (every split)"),
+    ] = "agg",
+    spec_decode: Annotated[
+        str,
+        typer.Option(help="Speculative decoding to search: none, mtp:K, eagle:K, ngram:K"),
+    ] = "none",
+    spec_acceptance: Annotated[
+        float | None,
+        typer.Option(help="Per-token draft acceptance (default: mtp 0.85; eagle/ngram need it)"),
+    ] = None,
+    max_gpus: Annotated[
+        int | None,
+        typer.Option(help="Most GPUs a deployment may use (--disaggregate all: default 8)"),
+    ] = None,
     max_num_seqs: Annotated[
         str,
         typer.Option(help="Engine batch caps to search, comma-separated (vLLM's on a <70 GiB GPU)"),
@@ -97,24 +128,36 @@ def plan_cmd(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
 ) -> None:
-    """Search GPU x dtype x TP, check each with the simulator, print the cheapest that meet the
+    """Search GPU x dtype x TP x topology x spec decode x serving mode (replicas behind a router,
+    or P:D disaggregated), judge each fleet with the simulator, print the cheapest that meet the
     SLOs (or the nearest miss)."""
 
     def build() -> PlanRequest:
+        prefix = (0, 1)
         if workload is not None:
             wl = load_workload(workload)
             in_len, out_len = wl.input_len, wl.output_len
+            prefix = (wl.shared_prefix_tokens, wl.prefix_groups)
         else:
             in_len, out_len = fixed_lengths(input_tokens, output_tokens)
+        per_node: list[int | None] = [None]
+        if gpus_per_node is not None:
+            per_node = list(_ints(gpus_per_node, "gpus_per_node"))
+        if spec_acceptance is not None:
+            finite("spec_acceptance", spec_acceptance, lo=0.0, hi=1.0)
         cands = candidates(
             _split(gpus, "gpu"), _split(dtypes, "weight_dtype"), _ints(tp, "tp"),
             _ints(max_num_seqs, "max_num_seqs"),
             _fractions(power_limit_fractions, "power_limit_fractions"),
+            modes=_split(disaggregate, "disaggregate"), router_list=_split(router, "router"),
+            specs=spec_modes(_split(spec_decode, "spec_decode"), spec_acceptance),
+            gpus_per_node=per_node,
         )  # fmt: skip
         req = PlanRequest(
             model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,
             prices_per_gpu_hour=parse_prices(price_per_gpu_hour), num_requests=num_requests,
-            gpus_per_node=gpus_per_node,
+            shared_prefix_tokens=prefix[0], prefix_groups=prefix[1], max_gpus=max_gpus,
+            spec_acceptance=spec_acceptance,
         )  # fmt: skip
         if profile is None:
             return req
@@ -122,9 +165,8 @@ def plan_cmd(
         return replace(req, efficiency=p.efficiency, power=p.power)
 
     req = guarded(build)
-    with progress(
-        "simulating candidates", total=len(req.candidates), enabled=not json_out
-    ) as report:
+    total = len(deployment_groups(req.candidates))
+    with progress("simulating deployments", total=total, enabled=not json_out) as report:
         result = guarded(lambda: plan(req, workers=workers, ray_address=ray, progress=report))
     if json_out:
         print_json(result.to_dict())
@@ -136,6 +178,12 @@ PLAN_COLUMNS = (
     Col("deployment", kind="name"),
     Col("GPUs", kind="num", justify="right"),
     Col("req/s per replica", "req/s", kind="num", justify="right", drop=2),
+    Col("mode", kind="name"),
+    Col("fleet", kind="name"),
+    Col("router", kind="name", drop=4),
+    Col("spec", kind="name", drop=4),
+    Col("nodes", kind="num", justify="right", drop=5),
+    Col("NIC %", kind="num", justify="right", drop=5),
     Col("p90 TTFT", kind="num", justify="right"),
     Col("p90 TPOT", kind="num", justify="right"),
     Col("tok/s/GPU", "tok/s GPU", kind="num", justify="right"),
@@ -150,7 +198,10 @@ PLAN_ROWS_SHOWN = 15
 
 
 def _plan_row(o: dict[str, Any], priced: bool) -> list[str]:
-    row = [o["candidate"], str(o["gpus"]), f"{o['rate_per_replica']:.2f}",
+    rate = f"{o['rate_per_replica']:.2f}" if o["rate_per_replica"] else "-"
+    nic = "-" if o["nic_share"] is None else f"{100 * o['nic_share']:.0f}"
+    row = [o["deployment"], str(o["gpus"]), rate, o["mode"], o["fleet"], o["router"] or "-",
+           o["spec_decode"] or "-", str(o["nodes"]), nic,
            fmt_s(o["ttft_p90_s"]), fmt_s(o["tpot_p90_s"]),
            f"{o['output_tokens_per_s_per_gpu']:.0f}",
            f"{o['kwh_per_million_output_tokens']:.3f}"]  # fmt: skip
@@ -176,4 +227,8 @@ def render_plan(p: Plan) -> None:
         [_plan_row(o, priced) for o in d["feasible"][:PLAN_ROWS_SHOWN]],
     )
     print_names("Pareto front (tokens/s per GPU vs interactivity):", d["pareto"])
-    prose(f"{len(d['rejected'])} candidates ruled out (see --json for why).", markup=False)
+    prose(
+        f"{d['candidates']} candidates, {d['simulated_candidates']} judged by simulation "
+        f"({d['simulations']} runs), {len(d['rejected'])} ruled out (see --json for why).",
+        markup=False,
+    )

@@ -26,11 +26,11 @@ from tokenprobe.sim.api import (
     simulate_fleet,
 )
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
-from tokenprobe.sim.capacity import max_rate_per_s
-from tokenprobe.sim.cluster import ROUTERS, ClusterResult
-from tokenprobe.sim.disagg import DisaggResult
+from tokenprobe.sim.capacity import MAX_QUEUE_S, max_rate_per_s, meets_slos
+from tokenprobe.sim.cluster import MAX_REPLICAS, ROUTERS, ClusterResult
+from tokenprobe.sim.disagg import MAX_WORKERS, DisaggResult
 from tokenprobe.sim.dpep import DpEpResult
-from tokenprobe.sim.engine import ProgressFn, SimulationError
+from tokenprobe.sim.engine import ProgressFn, SimulationError, StepFn
 from tokenprobe.sim.engines import (
     ENGINES,
     PRESETS,
@@ -55,6 +55,9 @@ from tokenprobe.sim.schedulers import SCHEDULERS
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "MAX_QUEUE_S",
+    "MAX_REPLICAS",
+    "MAX_WORKERS",
     "PRESETS",
     "ROUTERS",
     "SCENARIOS",
@@ -72,6 +75,7 @@ __all__ = [
     "SchedulerConfig",
     "SimResult",
     "SimulationError",
+    "StepFn",
     "StepPlan",
     "build_workload",
     "capacity_blocks",
@@ -80,6 +84,7 @@ __all__ = [
     "engine_preset",
     "get_scenario",
     "max_rate_per_s",
+    "meets_slos",
     "price_deployment",
     "run_workload",
     "scheduler_name",

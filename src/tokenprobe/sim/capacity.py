@@ -18,6 +18,7 @@ from tokenprobe.cost import Deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.api import simulate
 from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.engine import StepFn
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
 MAX_QUEUE_S = 1.0
@@ -35,10 +36,17 @@ class Capacity:
 
 
 def _workload(
-    rate: float | None, input_len: LengthDist, output_len: LengthDist, n: int
+    rate: float | None,
+    input_len: LengthDist,
+    output_len: LengthDist,
+    n: int,
+    prefix: tuple[int, int] = (0, 1),
 ) -> Workload:
     arrival = Arrival("offline") if rate is None else Arrival("poisson", rate_per_s=rate)
-    return Workload(arrival, input_len, output_len, num_requests=n)
+    return Workload(
+        arrival, input_len, output_len, num_requests=n, shared_prefix_tokens=prefix[0],
+        prefix_groups=prefix[1],
+    )  # fmt: skip
 
 
 def max_rate_per_s(
@@ -53,22 +61,27 @@ def max_rate_per_s(
     iterations: int = 10,
     seed: int = 0,
     max_queue_s: float = MAX_QUEUE_S,
+    prefix: tuple[int, int] = (0, 1),
+    step_fn: StepFn | None = None,
 ) -> Capacity:
-    """Bisect the highest Poisson rate one replica sustains (module docstring)."""
+    """Bisect the highest Poisson rate one replica sustains (module docstring). `prefix`:
+    (shared prefix tokens, prefix groups) of the requests; `step_fn` as for `simulate`."""
     if slo_ttft_s is None and slo_tpot_s is None:
         raise ConfigError("slo", None, "give slo_ttft_s and/or slo_tpot_s")
     config = config or SchedulerConfig()
 
     def run(rate: float | None) -> dict[str, object]:
-        wl = _workload(rate, input_len, output_len, num_requests)
-        return simulate(deployment=dep, workload=wl, config=config, seed=seed).to_dict()
+        wl = _workload(rate, input_len, output_len, num_requests, prefix)
+        return simulate(
+            deployment=dep, workload=wl, config=config, seed=seed, step_fn=step_fn
+        ).to_dict()
 
     saturated = float(run(None)["requests_per_s"] or 0.0)  # type: ignore[arg-type]
     lo, hi, best = 0.0, saturated, None
     for _ in range(iterations):
         mid = (lo + hi) / 2
         d = run(mid)
-        ok = _meets(d, max_queue_s, slo_ttft_s, slo_tpot_s)
+        ok = meets_slos(d, max_queue_s, slo_ttft_s, slo_tpot_s)
         lo, hi = (mid, hi) if ok else (lo, mid)
         if ok:
             best = d
@@ -86,9 +99,11 @@ def _p90(d: dict[str, object] | None, key: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _meets(
+def meets_slos(
     d: dict[str, object], max_queue_s: float, slo_ttft_s: float | None, slo_tpot_s: float | None
 ) -> bool:
+    """A simulation's `to_dict()` (one replica or a fleet) keeps up (p90 queue within
+    `max_queue_s`) and meets the p90 SLOs that are given."""
     queue = _p90(d, "queue_s")
     if queue is None or queue > max_queue_s:
         return False
