@@ -66,9 +66,10 @@ from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, RequestSpec, fixed
 from tokenprobe.workload import Workload as SimWorkload
 
-__all__ = ["KINDS", "Replay", "SkipRowError", "measured", "replay"]
+__all__ = ["KINDS", "REPORTED", "Replay", "SkipRowError", "measured", "replay"]
 
 KINDS = ("pd", "dpep", "spec")
+REPORTED = ("pd", "pd-agg", "dpep", "spec")  # the kinds a summary lists, pd-agg: --aggregated
 CLOSED_LOOP_STEPS = 6  # simulations per closed-loop row at most (module docstring)
 CLOSED_LOOP_TOL = 0.03  # |log(r x E2E / C)| at which the closed-loop rate is taken
 ITL_TRACE = 200  # requests whose token times the simulator keeps, for the median ITL
@@ -198,7 +199,11 @@ def _fleet_metrics(d: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in out.items()}
 
 
-def predict_pd(row: Mapping[str, str], params: str) -> tuple[dict[str, float], str]:
+def predict_pd(
+    row: Mapping[str, str], params: str, aggregated: bool = False
+) -> tuple[dict[str, float], str]:
+    """The row's PD fleet; `aggregated`: the same GPUs as P + D aggregated replicas behind a
+    least-loaded router instead (what the tool could say before disaggregation was modelled)."""
     if row.get("prefill_tp") != row.get("decode_tp"):
         raise SkipRowError("prefill and decode workers of different tp (one deployment a fleet)")
     if not row["workload_type"].startswith("closed_loop_concurrency"):
@@ -208,11 +213,15 @@ def predict_pd(row: Mapping[str, str], params: str) -> tuple[dict[str, float], s
     config = scheduler_for(engine, dep, row.get("notes", ""))
     isl, osl = (round(d.expected) for d in _lengths(row))
     split = f"{row['prefill_workers']}p{row['decode_workers']}d"
+    fleet: dict[str, Any] = {"disaggregate": split}
+    if aggregated:
+        replicas = int_field(row, "prefill_workers") + int_field(row, "decode_workers")
+        fleet, split = {"replicas": replicas, "router": "least-loaded"}, f"{replicas} replicas"
 
     def run(arrival: Arrival) -> dict[str, Any]:
         wl = SimWorkload(arrival, fixed(isl, "input_tokens"), fixed(osl, "output_tokens"))
-        res = simulate_fleet(dep, wl, disaggregate=split, config=config, engine=engine,
-                             trace_requests=ITL_TRACE)  # fmt: skip
+        res = simulate_fleet(dep, wl, config=config, engine=engine, trace_requests=ITL_TRACE,
+                             **fleet)  # fmt: skip
         return res.to_dict()
 
     n, c = int_field(row, "num_requests"), int_field(row, "concurrency")
@@ -323,12 +332,18 @@ def measured(row: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
-def replay(row: Mapping[str, str], params: str) -> Replay:
+def replay(row: Mapping[str, str], params: str, aggregated: bool = False) -> Replay:
+    """The row predicted; `aggregated` (pd rows only): by the aggregated stand-in, kind
+    `pd-agg` (predict_pd)."""
     label = f"{row['model']} {row['gpu'].split(' ')[0]} {row['phase']} {row.get('isl')}/"
     label += f"{row.get('osl')}" + (f" c{row['concurrency']}" if row.get("concurrency") else "")
-    r = Replay(row["source_id"], row["kind"], label, measured(row))
+    kind = "pd-agg" if aggregated else row["kind"]
+    r = Replay(row["source_id"], kind, label, measured(row))
     try:
-        r.predicted, r.note = PREDICTORS[row["kind"]](row, params)
+        if aggregated:
+            r.predicted, r.note = predict_pd(row, params, aggregated=True)
+        else:
+            r.predicted, r.note = PREDICTORS[row["kind"]](row, params)
     except SkipRowError as why:
         r.why = str(why)
     return r

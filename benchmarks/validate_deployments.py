@@ -11,8 +11,8 @@ shipped profile names it in `fitted_on` (checked). Parameters: each engine's shi
 (`calibrate.profile_name_for`), or the model's defaults with `--params default`.
 
 Usage: python benchmarks/validate_deployments.py [--only NAME ...] [--kind pd|dpep|spec ...]
-[--params profile|default] [--rows]; prints a table, then one JSON line (`section()` is what
-benchmarks/validate.py calls).
+[--params profile|default] [--rows] [--aggregated]; prints a table, then one JSON line
+(`section()` is what benchmarks/validate.py calls).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from deployment_replay import KINDS, Replay, replay
+from deployment_replay import KINDS, REPORTED, Replay, replay
 from tokenprobe.calibrate import load_profile, shipped_profiles
 from tokenprobe.errors import SchemaError, TokenprobeError
 from tokenprobe.files import read_text
@@ -78,7 +78,7 @@ def summarize(replays: Sequence[Replay]) -> dict[str, Any]:
         groups.setdefault((r.kind, r.source), []).append(r)
     out = []
     for (kind, source), rs in sorted(
-        groups.items(), key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1])
+        groups.items(), key=lambda kv: (REPORTED.index(kv[0][0]), kv[0][1])
     ):
         row: dict[str, Any] = {"kind": kind, "source": source, "rows": len(rs)}
         row["covered"] = sum(r.predicted is not None for r in rs)
@@ -98,7 +98,7 @@ def summarize(replays: Sequence[Replay]) -> dict[str, Any]:
 def print_summary(summary: Mapping[str, Any], params: str) -> None:
     print(f"\ndeployments replayed (benchmarks/data/deployments; parameters: {params}; nothing "
           "fitted here: held out = no shipped profile fitted on the source)")  # fmt: skip
-    print(f"{'kind':5} {'source':28} {'set':8} {'rows':>4} {'cov':>4}  "
+    print(f"{'kind':6} {'source':28} {'set':8} {'rows':>4} {'cov':>4}  "
           + "  ".join(f"{m + ' n/MdAPE/bias':>22}" for m in METRICS))  # fmt: skip
     for r in summary["by_kind"]:
         cells = []
@@ -109,15 +109,16 @@ def print_summary(summary: Mapping[str, Any], params: str) -> None:
             else:
                 cells.append(f"{'-':>22}")
         part = "" if r["source"] == "all" else ("held-out" if r["held_out"] else "fitted")
-        print(f"{r['kind']:5} {r['source']:28} {part:8} {r['rows']:4d} {r['covered']:4d}  "
+        print(f"{r['kind']:6} {r['source']:28} {part:8} {r['rows']:4d} {r['covered']:4d}  "
               + "  ".join(cells))  # fmt: skip
     for why, n in summary["not_covered"].items():
         print(f"  not covered: {n:3d}  {why}")
 
 
 def section(only: Sequence[str] = (), kinds: Sequence[str] = (), params: str = "profile",
-            rows: bool = False) -> dict[str, Any]:  # fmt: skip
-    """Replay the selected rows, print the table and return the JSON-ready summary."""
+            rows: bool = False, aggregated: bool = False) -> dict[str, Any]:  # fmt: skip
+    """Replay the selected rows, print the table and return the JSON-ready summary;
+    `aggregated`: the pd rows also by the aggregated stand-in (kind pd-agg)."""
     paths = [
         p for p in sorted(DATA_DIR.glob("*.csv")) if not only or any(o in p.name for o in only)
     ]
@@ -126,10 +127,12 @@ def section(only: Sequence[str] = (), kinds: Sequence[str] = (), params: str = "
         return {"params": params, "files": [], "by_kind": [], "not_covered": {}}
     selected = [r for r in load_rows(paths) if not kinds or r["kind"] in kinds]
     replays = [replay(r, params) for r in selected]
+    if aggregated:
+        replays += [replay(r, params, aggregated=True) for r in selected if r["kind"] == "pd"]
     if rows:
         for r in replays:
             errs = " ".join(f"{m} {100 * e:+6.1f}%" for m, e in r.errors().items())
-            print(f"{r.kind:5} {r.source:28} {r.label:44} {errs or 'not covered: ' + r.why}"
+            print(f"{r.kind:6} {r.source:28} {r.label:44} {errs or 'not covered: ' + r.why}"
                   f"{'  [' + r.note + ']' if r.note else ''}")  # fmt: skip
     summary = summarize(replays)
     print_summary(summary, params)
@@ -148,9 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", default=[], choices=KINDS)
     parser.add_argument("--params", choices=("profile", "default"), default="profile")
     parser.add_argument("--rows", action="store_true", help="print every row's errors")
+    parser.add_argument(
+        "--aggregated",
+        action="store_true",
+        help="also replay the pd rows as P + D aggregated replicas (kind pd-agg), for contrast",
+    )
     args = parser.parse_args(argv)
     try:
-        out = section(args.only, args.kind, args.params, args.rows)
+        out = section(args.only, args.kind, args.params, args.rows, args.aggregated)
     except TokenprobeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -88,6 +88,8 @@ def test_a_row_of_each_kind_is_replayed() -> None:
         assert all(math.isfinite(e) and e > -1.0 for e in errors.values())
     pd = dr.replay(picks[-1], "default")
     assert set(pd.errors()) == {"ttft", "itl", "throughput"}
+    agg = dr.replay(picks[-1], "default", aggregated=True)  # the same GPUs, 4 replicas
+    assert agg.kind == "pd-agg" and agg.predicted is not None and "4 replicas" in agg.note
     spec = dr.replay(picks[1], "default")
     assert "source's length 2.18" in spec.note
 
