@@ -11,13 +11,16 @@ the model's default parameters and with the shipped profile that prices the row'
 GPU's vendor (`calibrate.select_profile`, e.g. vLLM on MI300X -> `vllm-rocm`; rows of an engine
 without a profile keep the defaults), then the errors by profile on the sources in and out of
 its fit, then each profile's own record of its fit (fitted vs held-out, before -> after). Rows
-that cannot be run are counted by reason.
+that cannot be run are counted by reason. Last, unless --no-deployments, the public runs of PD
+disaggregation, DP-attention + EP and speculative decoding in benchmarks/data/deployments are
+replayed (benchmarks/validate_deployments.py; --deployments NAME selects files, else --only does).
 
 The validation folder is `--data-dir DIR`, else $TOKENPROBE_VALIDATION_DIR, else
 `../shared/validation` beside the repository root (benchmarks/validation_data.py; a clone without
 it gets one line saying where the data is expected, exit 2). docs/accuracy.md holds the figures.
 
 Usage: python benchmarks/validate.py [--data-dir DIR] [--only NAME ...] [--no-sim] [--no-extra]
+[--deployments NAME ...] [--no-deployments]
 [--rows] [--efficiency K=V ...]; prints tables, then one JSON line with every figure (stdout).
 On a terminal, stderr shows rows done and an ETA (the whole run takes ~8 min on 2 cores).
 """
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import validate_deployments
 from tokenprobe.calibrate import (
     GroupError,
     Observation,
@@ -260,6 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         "--no-extra", action="store_true", help="leave out the serving runs in benchmarks/data"
     )
     parser.add_argument(
+        "--deployments",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only the deployment CSVs (benchmarks/data/deployments) whose name contains NAME "
+        "(default: those --only selects, all without --only); see validate_deployments.py",
+    )
+    parser.add_argument(
+        "--no-deployments", action="store_true", help="leave out the deployment replays"
+    )
+    parser.add_argument(
         "--efficiency",
         action="append",
         default=[],
@@ -329,6 +344,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
         print(f"  {n:5d}  {reason}")
+    # issue 17: PD disaggregation, DP-attention + EP and speculative decoding, replayed
+    deployments = None
+    if not args.no_deployments:
+        deployments = validate_deployments.section(args.deployments or args.only)
     print(
         json.dumps(
             {
@@ -339,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
                 "by_profile": by_profile,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),
+                "deployments": deployments,
             }
         )
     )
