@@ -117,6 +117,12 @@ def observe(
 def engine_name(engine: str, version: str) -> str:
     """Normalised engine (and era) name of a row: vllm, vllm-2024, tensorrt-llm, ..."""
     e = engine.strip().lower().replace(" ", "-")
+    try:  # an era of the engine's preset (sim.PRESETS `eras`: SGLang 0.4, vLLM 0.7-0.9)
+        era = engine_preset(e).era_of(version.split(" ")[0])
+    except ConfigError:
+        era = None
+    if era is not None:
+        return era
     if e == "vllm":
         v = version.strip()
         major_minor = v.split(" ")[0].split(".")[:2]
@@ -133,6 +139,8 @@ def gpu_name(text: str, source: str) -> str:
     t = text.upper()
     if "GH200" in t:
         return "gh200"
+    if "MI300X" in t:
+        return "mi300x"
     if "H200" in t:
         return "h200"
     if "H100" in t:

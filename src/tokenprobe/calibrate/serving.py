@@ -74,6 +74,11 @@ SOURCE_PREFIX = {
     "gpustack_performance_lab": "gpustack",
     "datacrunch_h200_sglang": "datacrunch",
     "sglang_benchmark_vllm_060": "sglang_v0.3_bench",
+    # DeepSeek-V3/R1 runs of early 2025 (benchmarks/data/deepseek_2025h1.csv)
+    "dstack_deepseek_r1_online": "dstack_online",
+    "dstack_deepseek_r1_offline": "dstack_offline",
+    "sglang_dsv3_h200_v041": "sglang_dsv3",
+    "vllm_issue_12568": "vllm_issue",
 }
 SERVING_FIELDS = (
     ("output_throughput", "output_tok_s", 1.0),
@@ -176,11 +181,15 @@ def _serve(
     return out
 
 
-def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
-    """One row of an online-serving benchmark (module docstring)."""
+def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator[Row]:
+    """One row of an online-serving benchmark (module docstring). With `dp_attention` a row of
+    dp > 1 runs attention data-parallel over its tp GPUs with the experts spread over them
+    (`Deployment.attention_dp`; SGLang 0.4's --enable-dp-attention sets dp = tp, server_args.py,
+    and split its MoE by TP, which moves the same expert bytes); without, it is skipped."""
     if COPIED_BLOCK in row.get("notes", ""):
         raise SkipRowError("a copied result block (benchmarks/data/README.md)")
-    if int_field(row, "dp", 1) > 1:
+    dp = int_field(row, "dp", 1)
+    if dp > 1 and not dp_attention:
         raise SkipRowError("data-parallel attention (SGLang --enable-dp-attention)")
     engine = engine_name(row["engine"], row.get("engine_version", ""))
     notes = row.get("notes", "")
@@ -191,7 +200,8 @@ def serving_rows(row: Mapping[str, str]) -> Iterator[Row]:
         model,
         gpu_name(row["gpu"], row["source_id"]),
         {**row, "kv_cache_precision": kv},
-        expert_parallel=ep > 1,
+        expert_parallel=ep > 1 or dp > 1,
+        attention_dp=dp > 1,
     )
     load, arrival = _arrival(row)
     input_len, output_len = _lengths(row)

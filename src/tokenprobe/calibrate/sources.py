@@ -512,6 +512,10 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "gpustack_performance_lab": serving_rows,
     "datacrunch_h200_sglang": serving_rows,
     "sglang_benchmark_vllm_060": serving_rows,
+    # DeepSeek-V3/R1 of early 2025: SGLang 0.4's --enable-dp-attention rows run attention-DP
+    "dstack_deepseek_r1": functools.partial(serving_rows, dp_attention=True),
+    "sglang_dsv3_h200_v041": functools.partial(serving_rows, dp_attention=True),
+    "vllm_issue_12568": serving_rows,
     "amd_rocm_vllm_mi300x": _amd_rocm,
     "oci_mi300x_vllm": _amd_rocm,
 }

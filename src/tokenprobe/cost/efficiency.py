@@ -35,6 +35,19 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   put Qwen3-235B-FP8 at TP8 *slower* than the same model in BF16 at TP8 (24.7 vs 20.2 ms at
   batch 8), which no bandwidth- or FLOP-based term can produce, while gpt-oss (MXFP4) runs
   close to the bandwidth the same profile gives 16-bit experts.
+- `mla_attention` 1.0: how fast, relative to the GQA attention kernels, an engine's multi-head
+  latent attention (MLA, DeepSeek-V2/V3/R1, Kimi-K2) kernels run: it scales both the HBM rate
+  (`attention_memory`) and the tensor-core rate of the `attention` operator of MLA layers. The
+  absorbed decode form (ops in model/attention.py: 2·heads·(2·kv_lora + rope) FLOP per query-key
+  pair over a 576-element latent) reads one shared latent per token for all 128 heads, a shape
+  paged-attention kernels were not written for; engines of early 2025 ran it in Triton or
+  FlashInfer kernels far from either roofline (SGLang 0.4's Triton MLA decode, vLLM 0.7's Triton
+  MLA before FlashMLA, github.com/deepseek-ai/FlashMLA: "up to 3000 GB/s in memory-bound
+  configuration" on H800, ~90 % of the HBM rate, and the FlashInfer MLA kernels, flashinfer
+  0.2.1, Feb 2025; AMD's ROCm blog "Supercharge DeepSeek-R1 Inference on AMD Instinct MI300X",
+  Mar 2025: AITER's MLA decode 17x the previous ROCm kernel). 1 (no penalty) unless a profile of
+  that era fits it (`sglang-2025h1`, `vllm-2025h1`, fitted on DeepSeek-V3/R1 serving runs of
+  early 2025, benchmarks/data/deepseek_2025h1.csv).
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
@@ -108,6 +121,7 @@ class Efficiency:
     quantized_moe: float = 1.0
     fp8_moe: float = 1.0
     moe_compute: float = 1.0
+    mla_attention: float = 1.0
     routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0

@@ -127,7 +127,14 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
     rates["experts"] *= _quantized_moe_scale(dep)
+    rates["attention"] *= mla_attention_scale(dep)
     return rates
+
+
+def mla_attention_scale(dep: Deployment) -> float:
+    """Rate of the attention kernels of an MLA model relative to GQA ones
+    (`Efficiency.mla_attention`: the era's latent-attention kernels, both roofline rates)."""
+    return dep.efficiency.mla_attention if dep.model.mla is not None else 1.0
 
 
 def _quantized_moe_scale(dep: Deployment) -> float:
@@ -143,11 +150,12 @@ def _quantized_moe_scale(dep: Deployment) -> float:
 def flop_rate_scales(dep: Deployment) -> dict[str, float]:
     """Operators whose kernels reach less of the tensor-core rate than the dense GEMMs: the
     fused-MoE expert kernels (`Efficiency.moe_compute`), slower again when they dequantize
-    quantized expert weights (`fp8_moe`, `quantized_moe`, which slow their HBM rate too)."""
-    if dep.model.moe is None:
-        return {}
-    scale = dep.efficiency.moe_compute * _quantized_moe_scale(dep)
-    return {} if scale == 1 else {"experts": scale}
+    quantized expert weights (`fp8_moe`, `quantized_moe`, which slow their HBM rate too), and an
+    MLA model's attention (`mla_attention`, which slows its HBM rate too)."""
+    scales = {"attention": mla_attention_scale(dep)}
+    if dep.model.moe is not None:
+        scales["experts"] = dep.efficiency.moe_compute * _quantized_moe_scale(dep)
+    return {op: scale for op, scale in scales.items() if scale != 1}
 
 
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:

@@ -47,12 +47,22 @@ class EnginePreset:
     gpu_memory_utilization) to the command-line spellings that set it, first match wins.
     `profiles` maps a GPU vendor (hardware.VENDORS) to the shipped profile fitted for this
     engine's kernels there; a vendor without one is priced with the model's defaults.
+    `eras` maps an era's name (a shipped profile of that name prices it) to the version prefixes
+    it covers: versions whose kernels differ enough to need their own efficiencies (SGLang 0.4's
+    and vLLM 0.7-0.9's MLA and block-FP8 MoE kernels, early 2025); an era name is also a name of
+    the preset (`engine_preset("sglang-2025h1")` is SGLang's, with its scheduler and flags).
     """
 
     name: str
     aliases: tuple[str, ...] = ()
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     profiles: Mapping[str, str] = field(default_factory=dict)
+    eras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def era_of(self, version: str) -> str | None:
+        """The era whose version prefixes match `version` ("0.4.3.post2", "v0.7.0"), or None."""
+        v = version.strip().lower().removeprefix("v")
+        return next((era for era, pre in self.eras.items() if v.startswith(pre)), None)
 
 
 PRESETS = {
@@ -66,6 +76,9 @@ PRESETS = {
         },
         # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables
         {"nvidia": "vllm", "amd": "vllm-rocm"},
+        # 0.7.0 (Jan 2025) brought MLA and block-FP8 fused MoE for DeepSeek-V3/R1 (vLLM release
+        # notes); 0.10 (Jul 2025) is where the `vllm` profile's data starts
+        {"vllm-2025h1": ("0.7.", "0.8.", "0.9.")},
     ),
     "sglang": EnginePreset(
         "sglang",
@@ -78,6 +91,9 @@ PRESETS = {
             "schedule_conservativeness": ("--schedule-conservativeness",),
         },
         {"nvidia": "sglang"},
+        # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
+        # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts
+        {"sglang-2025h1": ("0.4.",)},
     ),
     "tensorrt-llm": EnginePreset(
         "tensorrt-llm",
@@ -96,7 +112,7 @@ def engine_preset(name: str) -> EnginePreset:
     """The preset named `name` or one of its aliases (case and spaces ignored)."""
     key = name.strip().lower().replace(" ", "-")
     for preset in PRESETS.values():
-        if key == preset.name or key in preset.aliases:
+        if key == preset.name or key in preset.aliases or key in preset.eras:
             return preset
     raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
 
