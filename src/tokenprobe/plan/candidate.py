@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tokenprobe.cost import SpecDecode
+from tokenprobe.cost import MAX_WORKERS, SpecDecode, Split
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim import MAX_WORKERS, ROUTERS
+from tokenprobe.sim import ROUTERS
 
 AGGREGATED = "agg"
 ALL_SPLITS = "all"  # every P:D split within --max-gpus
 NO_SPEC = "none"
-_SPLIT = re.compile(r"^(\d+)p(\d+)d$")
 
 
 @dataclass(frozen=True)
@@ -121,14 +119,15 @@ class Outcome:
 
 
 def parse_split(text: str) -> tuple[int, int]:
-    """`1p3d` -> (1, 3): at least one worker of each kind."""
-    m = _SPLIT.match(text.strip().lower())
-    if m is None or not all(1 <= int(n) <= MAX_WORKERS for n in m.groups()):
+    """`1p3d` -> (1, 3): at least one worker of each kind (cost.Split, the simulator's rule)."""
+    try:
+        split = Split.parse(text)
+    except ConfigError:
         raise ConfigError(
             "disaggregate", text,
             f"{AGGREGATED}, {ALL_SPLITS} or PpDd with P and D in [1, {MAX_WORKERS}], e.g. 1p3d",
-        )  # fmt: skip
-    return int(m.group(1)), int(m.group(2))
+        ) from None  # fmt: skip
+    return split.prefill, split.decode
 
 
 def split_modes(items: Iterable[str]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ scenarios.py   the named scenarios (seed 003 and friends)
 
 from __future__ import annotations
 
+from tokenprobe.cost import MAX_WORKERS
 from tokenprobe.sim.api import (
     build_workload,
     capacity_blocks,
@@ -28,7 +29,7 @@ from tokenprobe.sim.api import (
 from tokenprobe.sim.base import Scheduler, SchedulerConfig, StepPlan
 from tokenprobe.sim.capacity import MAX_QUEUE_S, max_rate_per_s, meets_slos
 from tokenprobe.sim.cluster import MAX_REPLICAS, ROUTERS, ClusterResult
-from tokenprobe.sim.disagg import MAX_WORKERS, DisaggResult
+from tokenprobe.sim.disagg import DisaggResult
 from tokenprobe.sim.dpep import DpEpResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError, StepFn
 from tokenprobe.sim.engines import (
