@@ -209,6 +209,15 @@ def test_memory_bound_tpot_drops_by_what_the_estimator_predicts() -> None:
     assert sim_spec < 0.65 * sim_plain
 
 
+def test_memoized_pricing_matches_the_exact_steps() -> None:
+    """Decode-only speculative steps are priced through a DecodeMemo (piecewise linear in the
+    context sum, as plain decode): the run's TPOT and energy match exact pricing within 1 %."""
+    spec = SpecDecode("eagle", 3, 0.7)
+    memo, exact = _batch8(spec).to_dict(), _batch8(spec, exact_steps=True).to_dict()
+    assert memo["tpot_s"]["mean"] == pytest.approx(exact["tpot_s"]["mean"], rel=0.01)
+    assert memo["energy"]["total_j"] == pytest.approx(exact["energy"]["total_j"], rel=0.01)
+
+
 def test_seeded_runs_repeat_and_the_workload_is_the_same_with_speculation_off() -> None:
     spec = SpecDecode("eagle", 4, 0.6)
     wl = Workload(

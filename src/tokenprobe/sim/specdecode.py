@@ -39,7 +39,6 @@ KV grows by a random number of tokens): speculation costs simulator time, plain 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +48,13 @@ from tokenprobe.cost import Deployment, SpecDecode, draft_passes, verify_rows
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.continuous import ContinuousScheduler
+from tokenprobe.sim.engine import StepFn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 from tokenprobe.sim.stepcache import DecodeMemo
 
 LOOKAHEAD_METHODS = ("mtp", "eagle")  # vLLM's use_eagle(): drafts from the target's states
 SPEC_STREAM = 0x5BEC  # the acceptance draws' stream beside the workload's (module docstring)
-StepFn = Callable[[StepPlan], tuple[float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +104,11 @@ class SpecScheduler(ContinuousScheduler):
         self.drafted = 0
         self.accepted = 0
         self.emitted = 0  # tokens emitted by decode steps (after the output-length clip)
+
+    @property
+    def draft_rows(self) -> int:
+        """Draft positions verified in this step (rows beyond one per decoding request)."""
+        return self._draft_rows
 
     @property
     def uniform(self) -> bool:
@@ -349,7 +353,7 @@ class SpecStep:
         if not plan.prefill_tokens and n and s.uniform:
             return self._uniform(plan)
         verify = StepPlan(
-            plan.prefill_tokens + s._draft_rows,
+            plan.prefill_tokens + s.draft_rows,
             plan.prefill_attn_pairs + s.draft_pairs,
             plan.prefill_seqs + s.drafting_seqs,
             n,
