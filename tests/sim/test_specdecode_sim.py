@@ -90,7 +90,8 @@ def cases(draw: st.DrawFn) -> tuple[Workload, SchedulerConfig, int, SpecDecode, 
 def test_invariants(case: tuple[Workload, SchedulerConfig, int, SpecDecode, int]) -> None:
     """Small pools and budgets (preemption, clipped drafts): no request lost, output tokens
     exact, at most k + 1 tokens per request per step, KV within capacity and all returned,
-    clocks monotone, per-request energy adding up to the steps'."""
+    clocks monotone, per-request energy adding up to the steps', no preemption when whole
+    lengths are reserved."""
     workload, config, capacity, spec, seed = case
     result = _run(workload, spec, capacity=capacity, config=config, seed=seed)
     engine, pool = result.engine, result.pool
@@ -113,6 +114,8 @@ def test_invariants(case: tuple[Workload, SchedulerConfig, int, SpecDecode, int]
     assert pool.used_blocks == 0
     shares = sum(seq.energy_j for seq in engine.seqs)
     assert abs(shares - engine.step_energy_j) <= 1e-6 * max(1.0, shares)
+    if config.capacity_policy == "guaranteed_no_evict":  # reserved at admission, clipped to it
+        assert result.preemptions == 0
     d = result.to_dict()["spec_decode"]
     assert d["accepted_tokens"] <= d["drafted_tokens"] <= spec.draft_tokens * d["verify_steps"]
 
@@ -152,6 +155,24 @@ def test_a_request_whose_last_step_cannot_fit_its_slots_is_refused() -> None:
     )
     ngram = _run(wl, SpecDecode("ngram", 1, 0.5), capacity=4, config=config).records[0]
     assert ngram.ok and ngram.output_tokens == 8
+
+
+def test_guaranteed_no_evict_holds_with_speculation() -> None:
+    """TensorRT-LLM's policy reserves a request's whole length at admission and clips a step's
+    slots to it: a tight cache runs fewer requests at once but never preempts, while
+    max_utilization on the same cache does."""
+    wl = Workload(Arrival("offline"), _fixed(40, "input_tokens"), _fixed(60, "output_tokens"), 12)
+    spec = SpecDecode("eagle", 4, 0.6)
+    runs = {
+        policy: _run(
+            wl, spec, capacity=20, config=SchedulerConfig(block_size=16, capacity_policy=policy)
+        )
+        for policy in ("guaranteed_no_evict", "max_utilization")
+    }
+    assert runs["guaranteed_no_evict"].preemptions == 0
+    assert runs["max_utilization"].preemptions > 0
+    for run in runs.values():
+        assert all(r.ok and r.output_tokens == 60 for r in run.records)
 
 
 def test_mean_tokens_per_step_is_the_expectation_within_sampling_error() -> None:

@@ -8,7 +8,12 @@ vllm/v1/core/sched/scheduler.py):
   taken by `allocate_slots(request, num_new_tokens, num_lookahead_tokens)`, where the lookahead
   is k for methods that draft from the target's hidden states (`use_eagle()`: eagle, eagle3,
   mtp, vllm/config/speculative.py) and 0 for n-gram; a request that finds no room preempts the
-  newest running one, as for plain decode (sim/continuous.py).
+  newest running one, as for plain decode (sim/continuous.py). Under
+  `capacity_policy="guaranteed_no_evict"` the slots stay within the request's whole length,
+  reserved at admission, as TensorRT-LLM clips a step's tokens to what is left of max_new_tokens
+  (NVIDIA/TensorRT-LLM@b35ac1b64368513d215c57d2ed01d62d910df8da,
+  cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, `getNeededBlocksOneStep`): nothing is
+  allocated while decoding, so nothing is preempted.
 - `update_from_output`: of the k drafts, the accepted prefix and one token of the target's own
   are emitted (`num_rejected = num_draft_tokens - num_accepted`, and `num_computed_tokens` goes
   back by it: the rejected positions' KV is overwritten next step); the tokens after the
@@ -118,7 +123,7 @@ class SpecScheduler(ContinuousScheduler):
     def add(self, seq: Seq, now_s: float) -> str | None:
         """As the plain scheduler, refusing also a request whose last step's slots (its whole
         length plus k drafts and the lookahead) exceed the cache: alone it could not finish."""
-        extra = self.spec.draft_tokens + self.lookahead
+        extra = 0 if self._reserve else self.spec.draft_tokens + self.lookahead
         need = seq.input_tokens + seq.output_tokens - 1 + extra
         if self.pool.seq_blocks(need) > self.pool.capacity_blocks:
             return (
@@ -145,7 +150,7 @@ class SpecScheduler(ContinuousScheduler):
         self._clip_rows = self._clip_seqs = 0
         self._clip_pairs = 0.0
         before = self.preemptions
-        running, prefilling = self.running, self.prefilling
+        running, prefilling, reserve = self.running, self.prefilling, self._reserve
         for seq in [s for s in running.values() if s.idx not in prefilling]:
             if budget <= 0:
                 break
@@ -153,7 +158,10 @@ class SpecScheduler(ContinuousScheduler):
                 continue
             d = k if budget > k else budget - 1
             kv = seq.computed
-            need = -(-(kv + d + extra) // bs) + state - seq.shared_blocks - seq.own_blocks
+            slots = kv + d + extra
+            if reserve:  # within its whole length, reserved at admission (module docstring)
+                slots = min(slots, seq.spec.input_tokens + seq.spec.output_tokens - 1)
+            need = -(-slots // bs) + state - seq.shared_blocks - seq.own_blocks
             if need > 0 and not self._take(seq, need, step):
                 continue
             seqs.append(seq)
