@@ -239,6 +239,32 @@ def test_memoized_pricing_matches_the_exact_steps() -> None:
     assert memo["energy"]["total_j"] == pytest.approx(exact["energy"]["total_j"], rel=0.01)
 
 
+def test_untraced_requests_keep_two_steps_and_the_same_records() -> None:
+    """With token times kept for 3 of 12 requests (every 4th), the others hold their first and
+    last token's steps only, and every record's first/finish time, output tokens and TPOT are
+    those of the run that traces all twelve."""
+    wl = Workload(
+        Arrival("closed", concurrency=4), _fixed(32, "input_tokens"),
+        _fixed(90, "output_tokens"), num_requests=12,
+    )  # fmt: skip
+    spec = SpecDecode("mtp", 3, 0.7)
+    config = SchedulerConfig()
+    pool = BlockPool(10_000, config.block_size)
+    few = run_workload(
+        wl, linear_step, pool, config, idle_w=IDLE_W, trace_requests=3,
+        spec=SpecRun(spec, 0.3, memo=False),
+    )  # fmt: skip
+    full = _run(wl, spec)
+    assert [bool(r.token_times_s) for r in few.records] == [i % 4 == 0 for i in range(12)]
+    assert all(len(s.segments) <= 2 for s in few.engine.seqs if s.idx % 4)
+    for a, b in zip(few.records, full.records, strict=True):
+        assert (a.first_token_s, a.finish_s, a.output_tokens, a.tpot_s) == (
+            b.first_token_s, b.finish_s, b.output_tokens, b.tpot_s,
+        )  # fmt: skip
+        if a.token_times_s:
+            assert a.token_times_s == b.token_times_s
+
+
 def test_seeded_runs_repeat_and_the_workload_is_the_same_with_speculation_off() -> None:
     spec = SpecDecode("eagle", 4, 0.6)
     wl = Workload(

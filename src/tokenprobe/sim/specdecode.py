@@ -109,6 +109,7 @@ class SpecScheduler(ContinuousScheduler):
         self.drafted = 0
         self.accepted = 0
         self.emitted = 0  # tokens emitted by decode steps (after the output-length clip)
+        self.trace_stride = 1  # requests idx % stride == 0 keep every token's step (result.py)
 
     @property
     def draft_rows(self) -> int:
@@ -260,17 +261,21 @@ class SpecScheduler(ContinuousScheduler):
         self.accepted += sum(accepted)
         emitted = 0
         before = step - 1
+        stride = self.trace_stride
         for seq, m in zip(self._seqs, accepted, strict=True):
             left = seq.spec.output_tokens - seq.generated
             n = m + 1 if m < left else left
             segs = seq.segments  # never empty: the prompt's step emitted a token
-            first, last = segs[-1]
-            if last == before:  # one more step of its range, the rest repeat this step
-                segs[-1] = (first, step)
-                if n > 1:
-                    segs += [(step, step)] * (n - 1)
-            else:
-                segs += [(step, step)] * n
+            if stride and seq.idx % stride == 0:
+                first, last = segs[-1]
+                if last == before:  # one more step of its range, the rest repeat this step
+                    segs[-1] = (first, step)
+                    if n > 1:
+                        segs += [(step, step)] * (n - 1)
+                else:
+                    segs += [(step, step)] * n
+            else:  # untraced: its first and last token's steps are all a record reads
+                _last_step(segs, step)
             seq.generated += n
             seq.computed += n
             seq.energy_j += per_token_j  # its row's share of the step, as in plain decode
@@ -289,7 +294,11 @@ class SpecScheduler(ContinuousScheduler):
         del self.prefilling[seq.idx]
         seq.generated += 1
         self.emitted_tokens += 1
-        _append_tokens(seq.segments, step, 1)
+        stride = self.trace_stride
+        if stride and seq.idx % stride == 0:
+            _append_tokens(seq.segments, step, 1)
+        else:
+            _last_step(seq.segments, step)
         if seq.first_token_s is None:
             seq.first_token_s = end_s
         self._publish_prefix(seq)
@@ -331,6 +340,15 @@ def _append_tokens(segments: list[tuple[int, int]], step: int, n: int) -> None:
         segments[-1] = (segments[-1][0], step)
         n -= 1
     segments.extend([(step, step)] * n)
+
+
+def _last_step(segments: list[tuple[int, int]], step: int) -> None:
+    """An untraced request keeps its first token's step and its latest (result.py reads
+    `segments[0][0]` and `segments[-1][1]`; its token times are not kept): O(1) memory."""
+    if len(segments) > 1:
+        segments[-1] = (step, step)
+    else:
+        segments.append((step, step))
 
 
 class SpecStep:
