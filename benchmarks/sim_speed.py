@@ -11,6 +11,8 @@ router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
     python benchmarks/sim_speed.py [--requests N] [--load 0.8] [--replicas R] [--profile]
         [--api-server-processes N]   (the serving front end as a resource: sim/frontend.py)
+        [--spec-decode mtp:1]        (speculative decoding, one replica: sim/specdecode.py; the
+                                      offered rate stays 80 % of plain decode's capacity)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pstats
 import resource
 import time
 
-from tokenprobe.cost import make_deployment
+from tokenprobe.cost import SpecDecode, make_deployment
 from tokenprobe.sim import simulate, simulate_fleet
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
@@ -46,7 +48,9 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--api-server-processes", type=int, default=None)
+    parser.add_argument("--spec-decode", default=None)
     args = parser.parse_args()
+    spec = None if args.spec_decode is None else SpecDecode.parse(args.spec_decode)
     capacity = capacity_requests_per_s()
     rate = args.load * capacity * args.replicas
     target_s = 10.0 if args.replicas == 1 else 60.0
@@ -57,8 +61,9 @@ def main() -> None:
         profiler.enable()
     if args.replicas == 1:
         out = simulate(
-            MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes
-        ).to_dict()
+            MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes,
+            spec_decode=spec,
+        ).to_dict()  # fmt: skip
     else:
         dep = make_deployment(MODEL, GPU)
         fleet = simulate_fleet(dep, chat, replicas=args.replicas, router="least-loaded")
@@ -77,6 +82,7 @@ def main() -> None:
                 "requests": args.requests,
                 "replicas": args.replicas,
                 "api_server_processes": args.api_server_processes,
+                "spec_decode": args.spec_decode,
                 "capacity_requests_per_s": round(capacity, 3),
                 "offered_requests_per_s": round(rate, 3),
                 "achieved_requests_per_s": out["requests_per_s"],

@@ -90,7 +90,8 @@ def cases(draw: st.DrawFn) -> tuple[Workload, SchedulerConfig, int, SpecDecode, 
 def test_invariants(case: tuple[Workload, SchedulerConfig, int, SpecDecode, int]) -> None:
     """Small pools and budgets (preemption, clipped drafts): no request lost, output tokens
     exact, at most k + 1 tokens per request per step, KV within capacity and all returned,
-    clocks monotone, per-request energy adding up to the steps'."""
+    clocks monotone, per-request energy adding up to the steps', no preemption when whole
+    lengths are reserved."""
     workload, config, capacity, spec, seed = case
     result = _run(workload, spec, capacity=capacity, config=config, seed=seed)
     engine, pool = result.engine, result.pool
@@ -113,6 +114,8 @@ def test_invariants(case: tuple[Workload, SchedulerConfig, int, SpecDecode, int]
     assert pool.used_blocks == 0
     shares = sum(seq.energy_j for seq in engine.seqs)
     assert abs(shares - engine.step_energy_j) <= 1e-6 * max(1.0, shares)
+    if config.capacity_policy == "guaranteed_no_evict":  # reserved at admission, clipped to it
+        assert result.preemptions == 0
     d = result.to_dict()["spec_decode"]
     assert d["accepted_tokens"] <= d["drafted_tokens"] <= spec.draft_tokens * d["verify_steps"]
 
@@ -152,6 +155,24 @@ def test_a_request_whose_last_step_cannot_fit_its_slots_is_refused() -> None:
     )
     ngram = _run(wl, SpecDecode("ngram", 1, 0.5), capacity=4, config=config).records[0]
     assert ngram.ok and ngram.output_tokens == 8
+
+
+def test_guaranteed_no_evict_holds_with_speculation() -> None:
+    """TensorRT-LLM's policy reserves a request's whole length at admission and clips a step's
+    slots to it: a tight cache runs fewer requests at once but never preempts, while
+    max_utilization on the same cache does."""
+    wl = Workload(Arrival("offline"), _fixed(40, "input_tokens"), _fixed(60, "output_tokens"), 12)
+    spec = SpecDecode("eagle", 4, 0.6)
+    runs = {
+        policy: _run(
+            wl, spec, capacity=20, config=SchedulerConfig(block_size=16, capacity_policy=policy)
+        )
+        for policy in ("guaranteed_no_evict", "max_utilization")
+    }
+    assert runs["guaranteed_no_evict"].preemptions == 0
+    assert runs["max_utilization"].preemptions > 0
+    for run in runs.values():
+        assert all(r.ok and r.output_tokens == 60 for r in run.records)
 
 
 def test_mean_tokens_per_step_is_the_expectation_within_sampling_error() -> None:
@@ -207,6 +228,41 @@ def test_memory_bound_tpot_drops_by_what_the_estimator_predicts() -> None:
     assert sim_spec == pytest.approx(est_spec, rel=0.1)
     assert sim_plain / sim_spec == pytest.approx(est_plain / est_spec, rel=0.1)
     assert sim_spec < 0.65 * sim_plain
+
+
+def test_memoized_pricing_matches_the_exact_steps() -> None:
+    """Decode-only speculative steps are priced through a DecodeMemo (piecewise linear in the
+    context sum, as plain decode): the run's TPOT and energy match exact pricing within 1 %."""
+    spec = SpecDecode("eagle", 3, 0.7)
+    memo, exact = _batch8(spec).to_dict(), _batch8(spec, exact_steps=True).to_dict()
+    assert memo["tpot_s"]["mean"] == pytest.approx(exact["tpot_s"]["mean"], rel=0.01)
+    assert memo["energy"]["total_j"] == pytest.approx(exact["energy"]["total_j"], rel=0.01)
+
+
+def test_untraced_requests_keep_two_steps_and_the_same_records() -> None:
+    """With token times kept for 3 of 12 requests (every 4th), the others hold their first and
+    last token's steps only, and every record's first/finish time, output tokens and TPOT are
+    those of the run that traces all twelve."""
+    wl = Workload(
+        Arrival("closed", concurrency=4), _fixed(32, "input_tokens"),
+        _fixed(90, "output_tokens"), num_requests=12,
+    )  # fmt: skip
+    spec = SpecDecode("mtp", 3, 0.7)
+    config = SchedulerConfig()
+    pool = BlockPool(10_000, config.block_size)
+    few = run_workload(
+        wl, linear_step, pool, config, idle_w=IDLE_W, trace_requests=3,
+        spec=SpecRun(spec, 0.3, memo=False),
+    )  # fmt: skip
+    full = _run(wl, spec)
+    assert [bool(r.token_times_s) for r in few.records] == [i % 4 == 0 for i in range(12)]
+    assert all(len(s.segments) <= 2 for s in few.engine.seqs if s.idx % 4)
+    for a, b in zip(few.records, full.records, strict=True):
+        assert (a.first_token_s, a.finish_s, a.output_tokens, a.tpot_s) == (
+            b.first_token_s, b.finish_s, b.output_tokens, b.tpot_s,
+        )  # fmt: skip
+        if a.token_times_s:
+            assert a.token_times_s == b.token_times_s
 
 
 def test_seeded_runs_repeat_and_the_workload_is_the_same_with_speculation_off() -> None:

@@ -40,7 +40,7 @@ from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
-from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.result import SimResult, build_records, trace_stride
 from tokenprobe.sim.runconfig import deployment_config, with_spec
 from tokenprobe.sim.schedulers import SCHEDULERS
 from tokenprobe.sim.specdecode import SpecRun, spec_scheduler
@@ -125,6 +125,8 @@ def run_workload(
         sched = spec_sched
     engine = Engine(sched, ledger, step_fn, idle_w, progress, frontend_s, frontend, gap_fn)
     requests = workload.generate(np.random.default_rng(seed))
+    if spec_sched is not None:  # it keeps every token's step only for the traced requests
+        spec_sched.trace_stride = trace_stride(len(requests), trace_requests)
     concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else None
     result = engine.run(requests, concurrency)
     cfg = {

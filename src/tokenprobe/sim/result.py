@@ -91,13 +91,18 @@ def _extra(seq: Seq, prefix_caching: bool) -> dict[str, float | str]:
     return extra
 
 
+def trace_stride(requests: int, trace_requests: int) -> int:
+    """Every stride-th request (by index) keeps its token times: `trace_requests` of them,
+    evenly spaced (module docstring); 0 when none does."""
+    return max(1, -(-requests // trace_requests)) if trace_requests > 0 else 0
+
+
 def build_records(
     result: EngineResult, trace_requests: int, prefix_caching: bool = False
 ) -> list[RequestRecord]:
     """One record per request; with `prefix_caching`, each says the prompt tokens its first
     admission found cached (`server_cached_tokens`, as a server's usage block does)."""
-    n = len(result.seqs)
-    stride = max(1, -(-n // trace_requests)) if trace_requests > 0 else 0
+    stride = trace_stride(len(result.seqs), trace_requests)
     delivered = None
     if result.frontend is not None:
         lags = result.frontend.lag_s

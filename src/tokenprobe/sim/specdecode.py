@@ -8,7 +8,12 @@ vllm/v1/core/sched/scheduler.py):
   taken by `allocate_slots(request, num_new_tokens, num_lookahead_tokens)`, where the lookahead
   is k for methods that draft from the target's hidden states (`use_eagle()`: eagle, eagle3,
   mtp, vllm/config/speculative.py) and 0 for n-gram; a request that finds no room preempts the
-  newest running one, as for plain decode (sim/continuous.py).
+  newest running one, as for plain decode (sim/continuous.py). Under
+  `capacity_policy="guaranteed_no_evict"` the slots stay within the request's whole length,
+  reserved at admission, as TensorRT-LLM clips a step's tokens to what is left of max_new_tokens
+  (NVIDIA/TensorRT-LLM@b35ac1b64368513d215c57d2ed01d62d910df8da,
+  cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, `getNeededBlocksOneStep`): nothing is
+  allocated while decoding, so nothing is preempted.
 - `update_from_output`: of the k drafts, the accepted prefix and one token of the target's own
   are emitted (`num_rejected = num_draft_tokens - num_accepted`, and `num_computed_tokens` goes
   back by it: the rejected positions' KV is overwritten next step); the tokens after the
@@ -39,7 +44,6 @@ KV grows by a random number of tokens): speculation costs simulator time, plain 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +53,13 @@ from tokenprobe.cost import Deployment, SpecDecode, draft_passes, verify_rows
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.continuous import ContinuousScheduler
+from tokenprobe.sim.engine import StepFn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 from tokenprobe.sim.stepcache import DecodeMemo
 
 LOOKAHEAD_METHODS = ("mtp", "eagle")  # vLLM's use_eagle(): drafts from the target's states
 SPEC_STREAM = 0x5BEC  # the acceptance draws' stream beside the workload's (module docstring)
-StepFn = Callable[[StepPlan], tuple[float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,8 @@ class SpecRun:
 class SpecScheduler(ContinuousScheduler):
     """vLLM-V1-like continuous batching where each decoding request verifies k drafts a step
     (module docstring). Decoding requests keep `dec_start = -1`; their state is `generated`
-    (tokens emitted; KV holds input + generated - 1 tokens) and `own_blocks` (blocks held)."""
+    (tokens emitted), `computed` (tokens of KV written: input + generated - 1) and
+    `own_blocks` (blocks held)."""
 
     def __init__(
         self,
@@ -91,24 +96,35 @@ class SpecScheduler(ContinuousScheduler):
         self._rng = rng
         a = spec.acceptance
         self._log_a = math.log(a) if 0.0 < a < 1.0 else 0.0
-        self._verify: list[tuple[Seq, int]] = []  # this step's decoding requests, their drafts
-        self._ctx_sum = 0
+        # this step's decoding requests and their drafts; those with all k drafts as a count
+        # and a context sum, the few clipped by the token budget as rows and pairs
+        self._seqs: list[Seq] = []
+        self._drafts: list[int] = []
+        self._full = self._full_ctx = self._ctx_sum = 0
+        self._clip_rows = self._clip_seqs = 0
+        self._clip_pairs = 0.0
         self.draft_pairs = 0.0  # attention pairs of this step's drafts
         self.drafting_seqs = 0  # requests verifying at least one draft this step
         self.verify_steps = 0  # (request, step) pairs that verified drafts
         self.drafted = 0
         self.accepted = 0
         self.emitted = 0  # tokens emitted by decode steps (after the output-length clip)
+        self.trace_stride = 1  # requests idx % stride == 0 keep every token's step (result.py)
+
+    @property
+    def draft_rows(self) -> int:
+        """Draft positions verified in this step (rows beyond one per decoding request)."""
+        return self._draft_rows
 
     @property
     def uniform(self) -> bool:
         """Every decoding request of the step verifies k drafts."""
-        return self._draft_rows == self._n_dec * self.spec.draft_tokens
+        return self._full == self._n_dec
 
     def add(self, seq: Seq, now_s: float) -> str | None:
         """As the plain scheduler, refusing also a request whose last step's slots (its whole
         length plus k drafts and the lookahead) exceed the cache: alone it could not finish."""
-        extra = self.spec.draft_tokens + self.lookahead
+        extra = 0 if self._reserve else self.spec.draft_tokens + self.lookahead
         need = seq.input_tokens + seq.output_tokens - 1 + extra
         if self.pool.seq_blocks(need) > self.pool.capacity_blocks:
             return (
@@ -122,28 +138,64 @@ class SpecScheduler(ContinuousScheduler):
 
     def _allocate_decode(self, step: int) -> bool:
         """Slots for each decoding request's last token, its drafts and the lookahead, in
-        admission order while the token budget lasts; preempt the newest when short."""
+        admission order while the token budget lasts; preempt the newest when short (the hot
+        loop of a speculative run: written for speed)."""
         k, extra = self.spec.draft_tokens, 1 + self.lookahead
         pool = self.pool
+        bs, state = pool.block_size, pool.state_blocks
         budget = self.config.max_num_batched_tokens
-        self._verify = []
-        self._n_dec = self._draft_rows = self.drafting_seqs = self._ctx_sum = 0
-        self.draft_pairs = 0.0
+        seqs: list[Seq] = []
+        drafts: list[int] = []
+        self._seqs, self._drafts = seqs, drafts
+        full = full_ctx = ctx_sum = 0
+        self._clip_rows = self._clip_seqs = 0
+        self._clip_pairs = 0.0
         before = self.preemptions
-        for seq in [s for s in self.running.values() if s.idx not in self.prefilling]:
+        running, prefilling, reserve = self.running, self.prefilling, self._reserve
+        for seq in [s for s in running.values() if s.idx not in prefilling]:
             if budget <= 0:
                 break
-            if seq.idx not in self.running:  # preempted for an older one
+            if seq.idx not in running:  # preempted for an older one
                 continue
-            d = min(k, budget - 1)
-            kv = seq.input_tokens + seq.generated - 1
-            need = pool.seq_blocks(kv + d + extra) - seq.shared_blocks - seq.own_blocks
+            d = k if budget > k else budget - 1
+            kv = seq.computed
+            slots = kv + d + extra
+            if reserve:  # within its whole length, reserved at admission (module docstring)
+                slots = min(slots, seq.spec.input_tokens + seq.spec.output_tokens - 1)
+            need = -(-slots // bs) + state - seq.shared_blocks - seq.own_blocks
             if need > 0 and not self._take(seq, need, step):
                 continue
-            self._add_verify(seq, d, kv)
+            seqs.append(seq)
+            drafts.append(d)
+            ctx_sum += kv
             budget -= d + 1
-        self._ctx_offset = self._ctx_sum - self._n_dec * step  # what the base's plan reads
+            if d == k:
+                full += 1
+                full_ctx += kv
+            else:
+                self._clip(kv, d, 1)
+        self._full, self._full_ctx, self._ctx_sum = full, full_ctx, ctx_sum
+        self._totals(step)
         return self.preemptions > before
+
+    def _clip(self, kv: int, d: int, sign: int) -> None:
+        """Add (sign 1) or take out (-1) a request verifying d < k drafts."""
+        if d:
+            rows, pairs = verify_rows(1, kv, d)
+            self._clip_rows += sign * rows
+            self._clip_pairs += sign * pairs
+            self._clip_seqs += sign
+
+    def _totals(self, step: int) -> None:
+        """The step's decode rows, context and draft rows and pairs (what plan and SpecStep
+        read), from the requests with all k drafts and the clipped ones."""
+        k = self.spec.draft_tokens
+        rows, pairs = verify_rows(self._full, self._full_ctx, k)
+        self._n_dec = len(self._seqs)
+        self._ctx_offset = self._ctx_sum - self._n_dec * step  # the base's plan reads it
+        self._draft_rows = rows + self._clip_rows
+        self.draft_pairs = pairs + self._clip_pairs
+        self.drafting_seqs = self._full + self._clip_seqs
 
     def _take(self, seq: Seq, need: int, step: int) -> bool:
         """`need` free blocks for `seq`, preempting the newest running requests; False when
@@ -157,35 +209,24 @@ class SpecScheduler(ContinuousScheduler):
         seq.own_blocks += need
         return True
 
-    def _add_verify(self, seq: Seq, d: int, kv: int) -> None:
-        self._verify.append((seq, d))
-        self._n_dec += 1
-        self._ctx_sum += kv
-        if d:
-            rows, pairs = verify_rows(1, kv, d)
-            self._draft_rows += rows
-            self.draft_pairs += pairs
-            self.drafting_seqs += 1
-
     # ------------------------------------------------------------ preemption
 
     def _preempt(self, seq: Seq, step: int) -> None:
         """A decoding request gives back its blocks and recomputes prompt + emitted tokens
-        (the base class's tail, with its KV of input + generated - 1 tokens written)."""
+        (the base class's tail, with its `computed` KV tokens written)."""
         if seq.idx not in self.prefilling:
-            for i, (s, d) in enumerate(self._verify):
+            for i, s in enumerate(self._seqs):
                 if s is seq:  # scheduled earlier in this step: take it out of the step
-                    del self._verify[i]
-                    kv = seq.input_tokens + seq.generated - 1
-                    rows, pairs = verify_rows(1, kv, d)
-                    self._n_dec -= 1
-                    self._ctx_sum -= kv
-                    self._ctx_offset = self._ctx_sum - self._n_dec * step
-                    self._draft_rows -= rows
-                    self.draft_pairs -= pairs
-                    self.drafting_seqs -= 1 if d else 0
+                    d = self._drafts.pop(i)
+                    del self._seqs[i]
+                    self._ctx_sum -= seq.computed
+                    if d == self.spec.draft_tokens:
+                        self._full -= 1
+                        self._full_ctx -= seq.computed
+                    else:
+                        self._clip(seq.computed, d, -1)
+                    self._totals(step)
                     break
-            seq.computed = seq.input_tokens + seq.generated - 1
         super()._preempt(seq, step)
 
     # ------------------------------------------------------------ completion
@@ -193,50 +234,71 @@ class SpecScheduler(ContinuousScheduler):
     def complete(self, step: int, end_s: float) -> list[Seq]:
         finished: list[Seq] = []
         self.emitted_tokens = 0
-        if self._verify:
+        if self._seqs:
             self._emit(step, end_s, finished)
         if self._chunks:
             self._complete_chunks(step, end_s, finished)
         return finished
 
-    def _accepted(self, drafts: int, u: float) -> int:
-        a = self.spec.acceptance
-        if a >= 1.0 or u <= 0.0:
+    def _accepted(self) -> list[int]:
+        """Accepted drafts of each request of the step (module docstring)."""
+        drafts, a = self._drafts, self.spec.acceptance
+        if a >= 1.0:
             return drafts
         if a <= 0.0:
-            return 0
-        return min(drafts, int(math.log(u) / self._log_a))
+            return [0] * len(drafts)
+        u = self._rng.random(len(drafts))
+        with np.errstate(divide="ignore"):  # u = 0: every draft accepted
+            runs = np.floor(np.log(u) / self._log_a)
+        return np.minimum(runs, drafts).astype(np.int64).tolist()  # type: ignore[no-any-return]
 
     def _emit(self, step: int, end_s: float, finished: list[Seq]) -> None:
         per_token_j = self.ledger.j_per_token(step)
-        draws = self._rng.random(len(self._verify)).tolist()
+        accepted = self._accepted()
+        drafts = self._drafts
+        self.verify_steps += len(drafts) - drafts.count(0)
+        self.drafted += sum(drafts)
+        self.accepted += sum(accepted)
         emitted = 0
-        for (seq, d), u in zip(self._verify, draws, strict=True):
-            accepted = self._accepted(d, u)
-            if d:
-                self.verify_steps += 1
-                self.drafted += d
-                self.accepted += accepted
-            n = min(accepted + 1, seq.output_tokens - seq.generated)
-            _append_tokens(seq.segments, step, n)
+        before = step - 1
+        stride = self.trace_stride
+        for seq, m in zip(self._seqs, accepted, strict=True):
+            left = seq.spec.output_tokens - seq.generated
+            n = m + 1 if m < left else left
+            segs = seq.segments  # never empty: the prompt's step emitted a token
+            if stride and seq.idx % stride == 0:
+                first, last = segs[-1]
+                if last == before:  # one more step of its range, the rest repeat this step
+                    segs[-1] = (first, step)
+                    if n > 1:
+                        segs += [(step, step)] * (n - 1)
+                else:
+                    segs += [(step, step)] * n
+            else:  # untraced: its first and last token's steps are all a record reads
+                _last_step(segs, step)
             seq.generated += n
+            seq.computed += n
             seq.energy_j += per_token_j  # its row's share of the step, as in plain decode
             emitted += n
-            if seq.generated >= seq.output_tokens:
+            if n == left:
                 self._release(seq, seq.own_blocks + seq.shared_blocks)
                 seq.finish_s = end_s
                 finished.append(seq)
-        self._verify = []
+        self._seqs, self._drafts = [], []
         self.emitted += emitted
         self.emitted_tokens += emitted
 
     def _prefill_done(self, seq: Seq, step: int, end_s: float, finished: list[Seq]) -> None:
         """The prompt's step samples its first token; the request then decodes speculatively
-        (it holds the prompt's blocks)."""
+        (it holds the prompt's blocks, `computed` = its KV tokens)."""
         del self.prefilling[seq.idx]
         seq.generated += 1
         self.emitted_tokens += 1
-        _append_tokens(seq.segments, step, 1)
+        stride = self.trace_stride
+        if stride and seq.idx % stride == 0:
+            _append_tokens(seq.segments, step, 1)
+        else:
+            _last_step(seq.segments, step)
         if seq.first_token_s is None:
             seq.first_token_s = end_s
         self._publish_prefix(seq)
@@ -280,6 +342,15 @@ def _append_tokens(segments: list[tuple[int, int]], step: int, n: int) -> None:
     segments.extend([(step, step)] * n)
 
 
+def _last_step(segments: list[tuple[int, int]], step: int) -> None:
+    """An untraced request keeps its first token's step and its latest (result.py reads
+    `segments[0][0]` and `segments[-1][1]`; its token times are not kept): O(1) memory."""
+    if len(segments) > 1:
+        segments[-1] = (step, step)
+    else:
+        segments.append((step, step))
+
+
 class SpecStep:
     """The step function of a speculative run (module docstring): wraps the plain one."""
 
@@ -308,7 +379,7 @@ class SpecStep:
         if not plan.prefill_tokens and n and s.uniform:
             return self._uniform(plan)
         verify = StepPlan(
-            plan.prefill_tokens + s._draft_rows,
+            plan.prefill_tokens + s.draft_rows,
             plan.prefill_attn_pairs + s.draft_pairs,
             plan.prefill_seqs + s.drafting_seqs,
             n,
