@@ -55,6 +55,7 @@ from tokenprobe.sim.cluster import (
     replica_row,
 )
 from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.gpu_gap import cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.units import GIGA
@@ -187,11 +188,12 @@ def run_disaggregated(
     # decode workers find the transferred KV as cached blocks: prefix caching on there
     decode_config = replace(config, prefix_caching=True)
     state = state_blocks_per_seq(dep, config.block_size)
+    gap = cost_gap_fn(dep)  # each step's engine CPU slice is not GPU-busy (sim/gpu_gap.py)
     prefill_side = open_engines(
-        split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w, 0.0, state
+        split.prefill, step_fn, config, capacity_blocks, scheduler, idle_w, 0.0, state, gap
     )
     decode_side = open_engines(
-        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
+        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state, gap
     )
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
