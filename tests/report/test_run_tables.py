@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from tokenprobe.report import fmt, run_sections
+import tokenprobe
+from tokenprobe.report import estimate_sections, fmt, run_sections
 from tokenprobe.sim import simulate
 
 
@@ -47,3 +48,16 @@ def test_a_run_without_a_front_end_has_no_such_section() -> None:
                       rate_per_s=5.0, num_requests=5)  # fmt: skip
     titles = [s.title for s in run_sections(result.run(), result.to_dict())]
     assert "Serving front end (CPU)" not in titles and "Energy" in titles
+
+
+def test_an_estimate_report_names_the_basis_of_its_energy_lines() -> None:
+    est = tokenprobe.estimate(
+        "llama-3.1-8b", "h100-sxm", input_tokens=256, output_tokens=64, host="dgx-h100",
+        host_power=True,
+    ).to_dict()  # fmt: skip
+    rows = {label: value for s in estimate_sections(est) for t in s.tables for label, value, *_ in
+            t.rows}  # fmt: skip
+    basis = "GPU + host (base 360 W)"
+    e = est["energy"]
+    assert rows[f"{basis}: J per output token"] == fmt.num(e["joules_per_output_token"])
+    assert rows[f"{basis}: static share (GPU idle floor + host base)"] == fmt.pct(e["static_share"])

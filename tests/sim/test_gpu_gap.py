@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenprobe.cost import host_gap_power_w, make_deployment
-from tokenprobe.sim import SchedulerConfig, run_workload
+from tokenprobe.sim import SchedulerConfig, build_workload, run_workload, simulate, simulate_fleet
 from tokenprobe.sim.base import StepPlan
 from tokenprobe.sim.gpu_gap import cost_gap_fn, split_step
 from tokenprobe.sim.kv import BlockPool
@@ -61,3 +61,18 @@ def test_engine_counts_only_kernels_as_busy() -> None:
     assert result.engine.step_energy_j == pytest.approx(400.0)
     powers = [row[4] for row in result.engine.timeline.rows[:2]]
     assert powers == pytest.approx([20.0, 95.0 / 0.75])
+
+
+def test_fleet_replicas_count_only_kernels_as_busy() -> None:
+    # two replicas, each with 32 requests at t = 0: every replica steps back to back, so it is
+    # busy all the time but each step's 0.5 ms CPU slice: busy = 1 - steps x 0.5 ms / duration
+    dep = make_deployment("llama-3.1-8b", "h100-sxm")
+    workload = build_workload(input_tokens=64, output_tokens=32, offline=True, num_requests=64)
+    one = simulate("llama-3.1-8b", "h100-sxm", input_tokens=64, output_tokens=32,
+                   offline=True, num_requests=32)  # fmt: skip
+    single = one.to_dict()
+    fleet = simulate_fleet(dep, workload, replicas=2).to_dict()
+    expected = 1 - single["steps"] * 0.5e-3 / single["duration_s"]
+    assert single["busy_fraction"] == pytest.approx(expected, abs=1e-3)
+    for replica in fleet["per_replica"]:  # each replica is the single run (round robin)
+        assert replica["busy_fraction"] == pytest.approx(expected, abs=1e-3)

@@ -30,6 +30,7 @@ def describe_estimate(est: dict[str, Any]) -> str:
 
 def headline_rows(est: dict[str, Any]) -> list[Row]:
     m, e = est["memory"], est["energy"]
+    basis = e.get("energy_basis", "GPU")
     cb = (est.get("decode") or {}).get("compute_bound_batch")
     return [
         ("TTFT", fmt.duration(est["ttft_s"])),
@@ -40,10 +41,15 @@ def headline_rows(est: dict[str, Any]) -> list[Row]:
         ("fits in memory", "yes" if m["fits"] else f"NO: {m['reason']}"),
         ("max concurrent requests", f"{m['max_concurrent_requests']:,}"),
         ("KV capacity", f"{m['kv_capacity_tokens']:,} tokens"),
-        ("J per input token", fmt.num(e["joules_per_input_token"])),
-        ("J per output token", fmt.num(e["joules_per_output_token"])),
-        ("kWh per million input tokens", fmt.num(e["kwh_per_million_input_tokens"])),
-        ("kWh per million output tokens", fmt.num(e["kwh_per_million_output_tokens"])),
+        (f"{basis}: J per input token", fmt.num(e["joules_per_input_token"])),
+        (f"{basis}: J per output token", fmt.num(e["joules_per_output_token"])),
+        (f"{basis}: kWh per million input tokens", fmt.num(e["kwh_per_million_input_tokens"])),
+        (f"{basis}: kWh per million output tokens", fmt.num(e["kwh_per_million_output_tokens"])),
+        *(
+            [(f"{basis}: static share (GPU idle floor + host base)", fmt.pct(e["static_share"]))]
+            if "static_share" in e
+            else []
+        ),
     ]
 
 

@@ -45,6 +45,7 @@ from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records, per_million_kwh
 from tokenprobe.sim.schedulers import SCHEDULERS
@@ -271,6 +272,7 @@ def open_engines(
     idle_w: float,
     frontend_s: float = 0.0,
     state_blocks: int = 0,
+    gap_fn: GapFn | None = None,
 ) -> list[tuple[Engine, BlockPool]]:
     """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool, which
     holds `state_blocks` of recurrent state per running sequence for hybrid models)."""
@@ -281,7 +283,7 @@ def open_engines(
         pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching, state_blocks)
         ledger = Ledger()
         sched = SCHEDULERS[scheduler](config, pool, ledger)
-        engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s)
+        engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s, gap_fn=gap_fn)
         engine.open()
         out.append((engine, pool))
     return out
@@ -339,8 +341,9 @@ def run_cluster(
     idle_w = idle_power_w(dep)
     state = state_blocks_per_seq(dep, config.block_size)
     opened = open_engines(
-        replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state
-    )
+        replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state,
+        cost_gap_fn(dep),
+    )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     for spec in requests:
         t = spec.arrival_s

@@ -60,6 +60,7 @@ from tokenprobe.sim.cluster import (
     replica_row,
 )
 from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.gpu_gap import cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.workload import RequestSpec, Workload
@@ -162,11 +163,20 @@ def run_disaggregated(
     decode_config = replace(config, prefix_caching=True)
     p_state = state_blocks_per_seq(p_dep, config.block_size)
     state = state_blocks_per_seq(dep, config.block_size)
+    gap = cost_gap_fn(dep)  # each step's engine CPU slice is not GPU-busy (sim/gpu_gap.py)
     prefill_side = open_engines(
-        split.prefill, p_step_fn, config, p_blocks, scheduler, p_idle_w, 0.0, p_state
+        split.prefill,
+        p_step_fn,
+        config,
+        p_blocks,
+        scheduler,
+        p_idle_w,
+        0.0,
+        p_state,
+        cost_gap_fn(p_dep),
     )
     decode_side = open_engines(
-        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state
+        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state, gap
     )
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
