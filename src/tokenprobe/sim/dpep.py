@@ -130,6 +130,7 @@ class DpEpResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = self.fleet.to_dict()
+        out["kv"]["per"] = "rank"
         waits = [r.wait_s for r in self.ranks]
         out["data_parallel"] = {
             "ranks": len(self.ranks),
