@@ -11,17 +11,20 @@ Every step is synchronous across the ranks: each MoE layer dispatches every rank
 GPUs that hold their experts and combines them back (all-to-all), so no rank runs ahead of the
 slowest into the next layer. Per step:
 
-    t = max_r work_r + shared
+    step = max_r work_r + shared
     work_r = (rank r's own operators: projections, attention over its own KV, dense layers and
               shared experts, router, norms, embedding, LM head) x pp, its all-reduces among
               its own t GPUs (two per layer, of its own tokens) and its host time (its own
               scheduler and sampler: vLLM runs one engine-core process per DP rank)
     shared = routed experts of all ranks' tokens on the slowest EP GPU (ops.py) x pp
              + 2 x MoE layers all-to-alls of the largest rank's tokens, 1/t of them from each
-             of its GPUs (step.dispatch_volume):
-             vLLM pads every rank's dispatch to the most tokens any rank holds
-             (num_tokens_across_dp, its max), and the collective ends with that GPU
-    wait_r = t − work_r − shared: how long rank r waits for the slowest
+             of its GPUs (step.dispatch_volume): the collective ends with the GPU that sends
+             the most, and vLLM pads every rank to the largest rank's token count when CUDA
+             graphs or micro-batches are on (vllm-project/vllm@
+             00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:vllm/v1/worker/dp_utils.py
+             `_post_process_dp_padding`); the padding's work on the smaller ranks runs while
+             they would wait, so it does not lengthen the step
+    wait_r = step − work_r − shared: how long rank r waits for the slowest
 
 Per-layer maxima equal the per-step maximum because the ranks run the same layers. A rank with
 nothing to run computes a dummy batch of one token meanwhile, so that the collectives line up
