@@ -191,10 +191,12 @@ def test_cli_runs_the_ranks_and_names_bad_flags() -> None:
     for extra, field in (
         (["--dp", "2"], "dp"),
         (["--dp", "2", "--enable-expert-parallel", "--tp", "3"], "tp / dp_ranks"),
-        (["--enable-expert-parallel"], "enable_expert_parallel"),
+        (["--dp", "0", "--enable-expert-parallel"], "dp"),
     ):
         bad = runner.invoke(app, [*base, *extra], env=env)
         assert bad.exit_code == 2 and field in bad.output, bad.output
+    ep = runner.invoke(app, [*base, "--tp", "2", "--enable-expert-parallel", "--json"], env=env)
+    assert json.loads(ep.output)["config"]["expert_parallel"] is True  # EP over the TP GPUs
     dense = ["simulate", "--model", "llama-3.1-8b", "--gpu", GPU, "--input-tokens", "8"]
     dense += ["--output-tokens", "8", "--rate", "1", "--dp", "2", "--enable-expert-parallel"]
     bad = runner.invoke(app, dense, env=env)

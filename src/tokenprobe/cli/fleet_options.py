@@ -30,7 +30,8 @@ EnableEpOption = Annotated[
     typer.Option(
         "--enable-expert-parallel",
         "--expert-parallel",
-        help="With --dp: the routed experts spread over all the ranks' GPUs (expert parallel)",
+        help="The routed experts spread whole over the GPUs (vLLM's flag): with --dp over all "
+        "the ranks' GPUs, else over the --tp GPUs",
     ),
 ]
 PrefillTpOption = Annotated[
@@ -45,13 +46,12 @@ DecodeTpOption = Annotated[
 
 def dp_layout(dp: int, enable_expert_parallel: bool, tp: int) -> dict[str, Any]:
     """make_deployment's parallelism for `--dp` ranks of `--tp` GPUs each: dp x tp GPUs,
-    attention DP, the experts spread over all of them (cost/dpep.py); {} without --dp."""
+    attention DP, the experts spread over all of them (cost/dpep.py); without --dp, expert
+    parallelism over the TP GPUs or nothing."""
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
         raise ConfigError("dp", dp, "an integer >= 1")
-    if dp == 1:
-        if enable_expert_parallel:
-            raise ConfigError("enable_expert_parallel", True, "with --dp N (N > 1)")
-        return {}
+    if dp == 1:  # vLLM's --enable-expert-parallel alone: the experts spread over the TP GPUs
+        return {"expert_parallel": True} if enable_expert_parallel else {}
     if not enable_expert_parallel:
         raise ConfigError(
             "dp", dp, "with --enable-expert-parallel (ranks without shared experts: --replicas)"
