@@ -160,7 +160,7 @@ def test_every_deployment_field_is_written() -> None:
     """A field added to DeploymentConfig reaches config.json without another edit; one not
     known is left out and reads back as not known (a seed of 0 is known)."""
     values = dict(model="m", catalog_model="c", gpu="g", tp=2, pp=2, expert_parallel=True)
-    values |= dict(attention_dp=True)
+    values |= dict(attention_dp=True, dp_ranks=2)
     values |= dict(weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8", profile="p")
     values |= dict(efficiency={"memory": 0.5}, power={"dvfs_exponent": 2.0})
     values |= dict(power_limit_w=300.0, engine="sglang", scheduler={"max_num_seqs": 8})

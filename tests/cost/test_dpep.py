@@ -11,12 +11,13 @@ from tokenprobe.cost import (
     BatchShape,
     gang_step,
     make_deployment,
+    op_costs,
     rank_work_s,
     shared_moe_s,
     step_cost,
 )
 from tokenprobe.cost.memory import weights_bytes_per_gpu
-from tokenprobe.cost.step import dispatch_volume
+from tokenprobe.cost.step import dispatch_volume, host_time_s
 from tokenprobe.errors import ConfigError
 
 # Qwen3-30B-A3B (catalog config): hidden 2048, 48 layers, 128 experts of 3 x 2048 x 768, top-8,
@@ -114,3 +115,42 @@ def test_across_two_servers_the_all_to_all_waits_for_the_nics() -> None:
     assert across == pytest.approx(116 * 48 * row * 15 / 16 * 8 / 15 / (50e9 * eta), rel=1e-9)
     inside = shared_moe_s(one, 1024, 64) - shared_moe_s(one, 1024, 16)
     assert inside == pytest.approx(116 * 48 * row * 7 / 8 / (450e9 * eta), rel=1e-9)
+
+
+DP2_TP2 = make_deployment(
+    "qwen3-30b-a3b", "h100-sxm", tp=4, expert_parallel=True, attention_dp=True, dp_ranks=2
+)
+
+
+def test_ranks_of_two_gpus_split_attention_and_share_the_experts() -> None:
+    """vLLM --data-parallel-size 2 --tensor-parallel-size 2 --enable-expert-parallel on four
+    GPUs: a rank splits its attention, dense weights, embedding and head two ways (the router,
+    2048 x 128 a layer, is replicated), and each GPU holds a quarter of the experts:
+    2 B x ((1,540,882,432 − 12,582,912) / 2 + 12,582,912 + 28,991,029,248 / 4). A token's KV
+    is split over the rank's two GPUs: 98,304 / 2 B on each."""
+    assert (DP2_TP2.dp, DP2_TP2.dense_tp) == (2, 2)
+    router = 48 * 2048 * 128
+    dense = 1_540_882_432
+    expected = 2 * ((dense - router) // 2 + router + 28_991_029_248 // 4)
+    assert weights_bytes_per_gpu(DP2_TP2) == expected
+    assert DP2_TP2.kv_bytes_per_token_per_gpu * DP2_TP2.dp == 98_304 / 2
+
+
+def test_a_ranks_all_reduces_and_its_split_dispatch() -> None:
+    """A rank of 64 decode tokens all-reduces 64 x 2048 x 2 B = 262,144 B over its two GPUs
+    twice per layer, 96 times: each a ring of 2 x 1/2 of the bytes at 450 GB/s x η plus the
+    link latency. Its GPUs dispatch 32 tokens each (vLLM's sequence-parallel MoE):
+    32 x 2048 x 2 B x 8 x 3/4 = 786,432 B."""
+    shape = BatchShape.decode(64, 1000)
+    ops = op_costs(DP2_TP2, BatchShape.decode(128, 1000))  # two ranks of this shape
+    own = sum(o.time_s for o in ops if o.name != "experts") + host_time_s(DP2_TP2, shape)
+    ring = DP2_TP2.gpu.link.latency_s + 262_144 / (450e9 * DP2_TP2.efficiency.link)
+    assert rank_work_s(DP2_TP2, shape) - own == pytest.approx(96 * ring, rel=1e-9)
+    assert dispatch_volume(DP2_TP2, 64 * 2048 * 2 / 2) == (786_432, 96)
+    rate = 450e9 * DP2_TP2.efficiency.link
+    extra = shared_moe_s(DP2_TP2, 256, 64) - shared_moe_s(DP2_TP2, 256, 16)
+    assert extra == pytest.approx(96 * 24 * 24_576 / rate, rel=1e-9)  # 48 more tokens, 24 a GPU
+    balanced = gang_step(DP2_TP2, [shape, shape]).time_s
+    assert balanced == pytest.approx(
+        step_cost(DP2_TP2, BatchShape.decode(128, 1000)).time_s, rel=1e-12
+    )

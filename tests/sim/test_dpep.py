@@ -184,13 +184,19 @@ def test_cli_runs_the_ranks_and_names_bad_flags() -> None:
     out = runner.invoke(app, [*base, "--dp", "2", "--enable-expert-parallel", "--json"], env=env)
     data = json.loads(out.output)
     assert data["completed"] == 40 and len(data["data_parallel"]["per_rank"]) == 2
+    flags = ["--dp", "2", "--enable-expert-parallel", "--tp", "2", "--json"]
+    two = runner.invoke(app, [*base, *flags], env=env)
+    data = json.loads(two.output)  # two ranks of TP2: four GPUs
+    assert data["config"]["num_gpus"] == 4 and data["data_parallel"]["ranks"] == 2
     for extra, field in (
         (["--dp", "2"], "dp"),
-        (["--dp", "2", "--enable-expert-parallel", "--tp", "2"], "tp"),
-        (["--enable-expert-parallel"], "enable_expert_parallel"),
+        (["--dp", "2", "--enable-expert-parallel", "--tp", "3"], "tp / dp_ranks"),
+        (["--dp", "0", "--enable-expert-parallel"], "dp"),
     ):
         bad = runner.invoke(app, [*base, *extra], env=env)
         assert bad.exit_code == 2 and field in bad.output, bad.output
+    ep = runner.invoke(app, [*base, "--tp", "2", "--enable-expert-parallel", "--json"], env=env)
+    assert json.loads(ep.output)["config"]["expert_parallel"] is True  # EP over the TP GPUs
     dense = ["simulate", "--model", "llama-3.1-8b", "--gpu", GPU, "--input-tokens", "8"]
     dense += ["--output-tokens", "8", "--rate", "1", "--dp", "2", "--enable-expert-parallel"]
     bad = runner.invoke(app, dense, env=env)
@@ -205,3 +211,26 @@ def test_the_run_config_prices_the_ranks_again() -> None:
     assert config.deployment.attention_dp and config.deployment.expert_parallel
     again = price_deployment(config.deployment)
     assert (again.tp, again.dp, again.attention_dp) == (4, 4, True)
+
+
+def test_ranks_of_two_gpus_hold_their_kv_split_two_ways() -> None:
+    """Two ranks of TP2 on four GPUs: a token's 98,304 B of KV is split over its rank's two
+    GPUs (4 KV heads, 2 each), so a rank's pool is its GPU's free memory over 49,152 B a
+    token; the two ranks serve everything and step together."""
+    dep = make_deployment(MODEL, GPU, tp=4, expert_parallel=True, attention_dp=True, dp_ranks=2)
+    config = vllm_defaults(dep.gpu)
+    budget = MemoryBudget(
+        max_num_batched_tokens=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs
+    )
+    free = memory_report(dep, 1, budget).kv_free_bytes_per_gpu
+    workload = build_workload(input_tokens=512, output_tokens=32, rate_per_s=20, num_requests=80)
+    result = _dp(workload, dep)
+    assert all(r.ok for r in result.records) and len(result.records) == 80
+    pools = [part.pool for part in result.fleet.replicas]
+    assert len(pools) == 2
+    for pool in pools:
+        assert abs(pool.capacity_blocks - free // 49_152 // 16) <= 1
+        assert pool.peak_used_blocks <= pool.capacity_blocks
+    data = result.to_dict()
+    assert data["config"]["num_gpus"] == 4
+    assert data["config"]["idle_power_w"] == pytest.approx(4 * dep.gpu.idle_w)

@@ -20,9 +20,9 @@ DpOption = Annotated[
         "--dp",
         "--data-parallel-size",
         "--dp-size",
-        help="Data-parallel attention ranks of a MoE model, one GPU each, sharing its experts "
-        "(with --enable-expert-parallel: vLLM --data-parallel-size, SGLang --dp-size with "
-        "--enable-dp-attention); every step waits for the slowest rank",
+        help="Data-parallel attention ranks of a MoE model, --tp GPUs each, sharing its experts "
+        "over all dp x tp GPUs (with --enable-expert-parallel: vLLM --data-parallel-size, "
+        "SGLang --dp-size with --enable-dp-attention); every step waits for the slowest rank",
     ),
 ]
 EnableEpOption = Annotated[
@@ -30,7 +30,8 @@ EnableEpOption = Annotated[
     typer.Option(
         "--enable-expert-parallel",
         "--expert-parallel",
-        help="With --dp: the routed experts spread over all the ranks' GPUs (expert parallel)",
+        help="The routed experts spread whole over the GPUs (vLLM's flag): with --dp over all "
+        "the ranks' GPUs, else over the --tp GPUs",
     ),
 ]
 PrefillTpOption = Annotated[
@@ -44,23 +45,19 @@ DecodeTpOption = Annotated[
 
 
 def dp_layout(dp: int, enable_expert_parallel: bool, tp: int) -> dict[str, Any]:
-    """make_deployment's parallelism for `--dp`: tp = dp GPUs, attention DP, experts spread
-    (cost/dpep.py); {} without --dp."""
+    """make_deployment's parallelism for `--dp` ranks of `--tp` GPUs each: dp x tp GPUs,
+    attention DP, the experts spread over all of them (cost/dpep.py); without --dp, expert
+    parallelism over the TP GPUs or nothing."""
     if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
         raise ConfigError("dp", dp, "an integer >= 1")
-    if dp == 1:
-        if enable_expert_parallel:
-            raise ConfigError("enable_expert_parallel", True, "with --dp N (N > 1)")
-        return {}
+    if dp == 1:  # vLLM's --enable-expert-parallel alone: the experts spread over the TP GPUs
+        return {"expert_parallel": True} if enable_expert_parallel else {}
     if not enable_expert_parallel:
         raise ConfigError(
             "dp", dp, "with --enable-expert-parallel (ranks without shared experts: --replicas)"
         )
-    if tp != 1:
-        raise ConfigError(
-            "tp", tp, "1 with --dp: one GPU per attention rank (TP inside a rank: not modelled)"
-        )
-    return {"tp": dp, "expert_parallel": True, "attention_dp": True}
+    # --tp is each rank's (vLLM's --tensor-parallel-size beside --data-parallel-size)
+    return {"tp": dp * tp, "expert_parallel": True, "attention_dp": True, "dp_ranks": dp}
 
 
 RANK_COLUMNS = (

@@ -90,9 +90,10 @@ def allreduce_parts_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) 
     return intra, inter
 
 
-def allreduce_inter_node_bytes(dep: Deployment, n_bytes: Any) -> Any:
-    """Bytes one GPU sends over its NIC in one all-reduce of `n_bytes` (0 inside a domain)."""
-    d, m = _split(dep, max(dep.tp, 1))
+def allreduce_inter_node_bytes(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) -> Any:
+    """Bytes one GPU sends over its NIC in one all-reduce of `n_bytes` over `n_gpus` (default
+    tp; 0 inside a domain)."""
+    d, m = _split(dep, max(dep.tp if n_gpus is None else n_gpus, 1))
     return 0.0 if m == 1 else 2 * (m - 1) / m * (n_bytes / d)
 
 
@@ -184,14 +185,17 @@ def collective_breakdown(
     """Bytes and seconds of one pass's collectives (cost.step._comm_volumes gives the volumes),
     and where the seconds go: `intra_domain_s` on the scale-up link, `inter_node_s` on the
     scale-out NICs (their sum is the pass's GPU-GPU time)."""
-    ar_in, ar_out = allreduce_parts_s(dep, act_bytes) if allreduces else (0.0, 0.0)
+    # the all-reduces of one attention rank: its tokens over its GPUs (the whole batch over
+    # tp without attention DP)
+    ar_bytes, ar_gpus = act_bytes / dep.dp, dep.dense_tp
+    ar_in, ar_out = allreduce_parts_s(dep, ar_bytes, ar_gpus) if allreduces else (0.0, 0.0)
     a2a_in, a2a_out = alltoall_parts_s(dep, a2a_bytes) if a2a_count else (0.0, 0.0)
     pp_in, pp_out = pipeline_parts_s(dep, act_bytes)
     return {
-        "allreduce_bytes": act_bytes,
+        "allreduce_bytes": ar_bytes,
         "allreduces_per_step": allreduces,
         "allreduce_s": allreduces * (ar_in + ar_out),
-        "allreduce_inter_node_bytes": allreduce_inter_node_bytes(dep, act_bytes)
+        "allreduce_inter_node_bytes": allreduce_inter_node_bytes(dep, ar_bytes, ar_gpus)
         if allreduces
         else 0.0,
         "alltoall_bytes": a2a_bytes,

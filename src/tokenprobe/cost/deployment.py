@@ -10,6 +10,10 @@ Parallelism (requirement E7), as vLLM and TensorRT-LLM lay it out:
   `--data-parallel-size N --enable-expert-parallel` layout for MoE models: every GPU holds the
   whole attention and dense weights and runs them on its 1/N of the sequences; only the routed
   experts are spread over the N GPUs, and tokens reach them by all-to-all (dispatch, combine).
+  With `dp_ranks` R < tp, the tp GPUs form R attention ranks of tp / R GPUs each (vLLM
+  `--data-parallel-size R --tensor-parallel-size tp/R`, SGLang `--tp tp --dp R
+  --enable-dp-attention`): a rank splits its attention and dense layers over its own GPUs
+  (Megatron TP, all-reduces inside the rank), the experts spread over all tp GPUs.
 - expert parallel (`expert_parallel=True`): the routed experts of an MoE layer are spread whole
   over the tp GPUs instead of each expert being split (vLLM `--enable-expert-parallel`, EP = TP);
   tokens are exchanged by all-to-all.
@@ -53,6 +57,7 @@ class Deployment:
     pp: int = 1
     expert_parallel: bool = False
     attention_dp: bool = False
+    dp_ranks: int | None = None  # attention ranks under attention_dp; None: one per GPU (tp)
     weight_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
     act_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
     kv_dtype: Dtype = field(default_factory=lambda: get_dtype("bf16"))
@@ -64,7 +69,9 @@ class Deployment:
     gpus_per_node: int | None = None  # None: the GPU's catalog topology
 
     def __post_init__(self) -> None:
-        _check_parallelism(self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp)
+        _check_parallelism(
+            self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp, self.dp_ranks
+        )
         per_node, nodes = _placement(self.gpu, self.tp, self.pp, self.nodes, self.gpus_per_node)
         object.__setattr__(self, "gpus_per_node", per_node)
         object.__setattr__(self, "nodes", nodes)
@@ -118,13 +125,16 @@ class Deployment:
 
     @property
     def dense_tp(self) -> int:
-        """How many ways attention and dense layers are split (1 under attention DP)."""
-        return 1 if self.attention_dp else self.tp
+        """How many ways attention and dense layers are split (under attention DP: a rank's
+        GPUs, 1 unless `dp_ranks` < tp)."""
+        return self.tp // self.dp
 
     @property
     def dp(self) -> int:
-        """How many ways the sequences are split for attention and dense layers."""
-        return self.tp if self.attention_dp else 1
+        """How many ways the sequences are split for attention and dense layers (the ranks)."""
+        if not self.attention_dp:
+            return 1
+        return self.tp if self.dp_ranks is None else self.dp_ranks
 
     @property
     def kv_heads_per_gpu(self) -> float:
@@ -152,7 +162,12 @@ class Deployment:
 
 
 def _check_parallelism(
-    model: ModelSpec, tp: int, pp: int, expert_parallel: bool, attention_dp: bool = False
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    expert_parallel: bool,
+    attention_dp: bool = False,
+    dp_ranks: int | None = None,
 ) -> None:
     for name, value in (("tp", tp), ("pp", pp)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
@@ -164,13 +179,23 @@ def _check_parallelism(
             raise ConfigError(name, flag, "true or false")
     if attention_dp and not expert_parallel:
         raise ConfigError("attention_dp", True, "needs expert_parallel (vLLM's DP + EP layout)")
-    if not attention_dp and model.num_heads % tp:
+    dense = tp
+    if dp_ranks is not None:
+        if isinstance(dp_ranks, bool) or not isinstance(dp_ranks, int) or dp_ranks < 1:
+            raise ConfigError("dp_ranks", dp_ranks, "an integer >= 1")
+        if not attention_dp or tp % dp_ranks:
+            raise ConfigError("dp_ranks", dp_ranks, f"with attention_dp, a divisor of tp={tp}")
+        dense = tp // dp_ranks
+    elif attention_dp:
+        dense = 1
+    name = "tp" if not attention_dp else "tp / dp_ranks"  # the GPUs that split a layer
+    if model.num_heads % dense:
         raise ConfigError(
-            "tp", tp, f"must divide the {model.num_heads} attention heads of {model.name}"
+            name, dense, f"must divide the {model.num_heads} attention heads of {model.name}"
         )
     kv = model.num_kv_heads
-    if model.mla is None and not attention_dp and kv % tp and tp % kv:
-        raise ConfigError("tp", tp, f"must divide or be a multiple of the {kv} KV heads")
+    if model.mla is None and kv % dense and dense % kv:
+        raise ConfigError(name, dense, f"must divide or be a multiple of the {kv} KV heads")
     if pp > model.num_layers:
         raise ConfigError("pp", pp, f"at most the {model.num_layers} layers of {model.name}")
     if expert_parallel:
@@ -235,6 +260,7 @@ def make_deployment(
     pp: int = 1,
     expert_parallel: bool = False,
     attention_dp: bool = False,
+    dp_ranks: int | None = None,
     weight_dtype: str = "bf16",
     act_dtype: str | None = None,
     kv_dtype: str | None = None,
@@ -259,6 +285,7 @@ def make_deployment(
         pp=pp,
         expert_parallel=expert_parallel,
         attention_dp=attention_dp,
+        dp_ranks=dp_ranks,
         weight_dtype=w,
         act_dtype=act,
         kv_dtype=kv,

@@ -1,24 +1,30 @@
 """One step of data-parallel attention ranks that share expert-parallel MoE layers.
 
-The layout of vLLM `--data-parallel-size N --enable-expert-parallel` (TP 1 per rank) and SGLang
-`--tp N --enable-dp-attention --dp-size N --ep-size N`: a `Deployment` with `attention_dp` and
-`expert_parallel` over tp = N GPUs, each GPU one attention rank with its own scheduler, batch
-and KV cache, holding the attention and dense weights whole and 1/N of the routed experts
+The layout of vLLM `--data-parallel-size N --tensor-parallel-size t --enable-expert-parallel`
+and SGLang `--tp N·t --enable-dp-attention --dp-size N --ep-size N·t`: a `Deployment` with
+`attention_dp` and `expert_parallel` over tp = N·t GPUs and `dp_ranks` N (None: t = 1), each
+rank of t GPUs with its own scheduler, batch and KV cache, holding the attention and dense
+weights split t ways (whole when t = 1) and 1/(N·t) of the routed experts on each GPU
 (deployment.py, memory.py).
 
 Every step is synchronous across the ranks: each MoE layer dispatches every rank's tokens to the
 GPUs that hold their experts and combines them back (all-to-all), so no rank runs ahead of the
 slowest into the next layer. Per step:
 
-    t = max_r work_r + shared
+    step = max_r work_r + shared
     work_r = (rank r's own operators: projections, attention over its own KV, dense layers and
-              shared experts, router, norms, embedding, LM head) x pp + its host time (its own
+              shared experts, router, norms, embedding, LM head) x pp, its all-reduces among
+              its own t GPUs (two per layer, of its own tokens) and its host time (its own
               scheduler and sampler: vLLM runs one engine-core process per DP rank)
     shared = routed experts of all ranks' tokens on the slowest EP GPU (ops.py) x pp
-             + 2 x MoE layers all-to-alls of the largest rank's tokens (step.dispatch_volume):
-             vLLM pads every rank's dispatch to the most tokens any rank holds
-             (num_tokens_across_dp, its max), and the collective ends with that GPU
-    wait_r = t − work_r − shared: how long rank r waits for the slowest
+             + 2 x MoE layers all-to-alls of the largest rank's tokens, 1/t of them from each
+             of its GPUs (step.dispatch_volume): the collective ends with the GPU that sends
+             the most, and vLLM pads every rank to the largest rank's token count when CUDA
+             graphs or micro-batches are on (vllm-project/vllm@
+             00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:vllm/v1/worker/dp_utils.py
+             `_post_process_dp_padding`); the padding's work on the smaller ranks runs while
+             they would wait, so it does not lengthen the step
+    wait_r = step − work_r − shared: how long rank r waits for the slowest
 
 Per-layer maxima equal the per-step maximum because the ranks run the same layers. A rank with
 nothing to run computes a dummy batch of one token meanwhile, so that the collectives line up
@@ -34,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenprobe.cost.comm import alltoall_time_s
+from tokenprobe.cost.comm import allreduce_time_s, alltoall_time_s
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
@@ -71,10 +77,19 @@ def _scaled(shape: BatchShape, n: int) -> BatchShape:
 
 
 def rank_work_s(dep: Deployment, shape: BatchShape) -> float:
-    """Seconds of one rank's own work on its batch `shape` (module docstring)."""
+    """Seconds of one rank's own work on its batch `shape` (module docstring), with the
+    all-reduces among its own GPUs when it has several."""
     ops = op_costs(dep, _scaled(shape, dep.dp))
     own = sum(op.time_s for op in ops if op.name not in SHARED_OPS)
-    return float(own * dep.pp + host_time_s(dep, shape))
+    allreduce = 0.0
+    if dep.dense_tp > 1:
+        n = dep.model.row_parallel_outputs
+        allreduce = n * allreduce_time_s(dep, _act_bytes(dep, shape.tokens), dep.dense_tp)
+    return float(own * dep.pp + allreduce + host_time_s(dep, shape))
+
+
+def _act_bytes(dep: Deployment, tokens: float) -> float:
+    return tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
 
 
 def shared_moe_s(dep: Deployment, tokens: int, max_rank_tokens: int) -> float:
@@ -82,8 +97,8 @@ def shared_moe_s(dep: Deployment, tokens: int, max_rank_tokens: int) -> float:
     and the all-to-alls of the largest rank's `max_rank_tokens` (module docstring)."""
     ops = op_costs(dep, BatchShape(decode_seqs=tokens))  # the experts see only the token count
     experts = sum(op.time_s for op in ops if op.name in SHARED_OPS)
-    act_bytes = max_rank_tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2)
-    a2a_bytes, a2a_count = dispatch_volume(dep, act_bytes)
+    # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
+    a2a_bytes, a2a_count = dispatch_volume(dep, _act_bytes(dep, max_rank_tokens) / dep.dense_tp)
     a2a = a2a_count * alltoall_time_s(dep, a2a_bytes) if a2a_count else 0.0
     return float(experts * dep.pp + a2a + offload_step_s(dep))
 

@@ -203,7 +203,9 @@ def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, in
     # one all-reduce per row-parallel output: the mixer's o_proj and the MLP's down_proj
     # (2 per layer; 1 for Nemotron-H's mixer-only and MLP-only blocks)
     allreduces = dep.model.row_parallel_outputs if dep.dense_tp > 1 else 0
-    a2a_bytes, a2a_count = dispatch_volume(dep, act_bytes / dep.dp)
+    # each GPU dispatches its share of the tokens: its rank's, split over the rank's GPUs
+    # when a rank has several (vLLM's sequence-parallel MoE, below)
+    a2a_bytes, a2a_count = dispatch_volume(dep, act_bytes / dep.tp)
     return act_bytes, allreduces, a2a_bytes, a2a_count
 
 
@@ -213,7 +215,11 @@ def dispatch_volume(dep: Deployment, rank_act_bytes: Any) -> tuple[Any, int]:
     holding their k experts ((n−1)/n of them elsewhere under uniform routing), once to
     dispatch and once to combine per MoE layer. The all-to-all ends with the GPU that sends
     the most, so a rank holding more tokens than the others sets it (cost/dpep.py passes the
-    largest rank's)."""
+    largest rank's). A rank of several GPUs (`dp_ranks` < tp) splits its tokens over them
+    before the dispatch: its attention's all-reduce leaves every GPU of the rank with all of
+    them, and vLLM cuts them into tp-rank shards so none is sent twice
+    (vllm-project/vllm vllm/config/parallel.py `use_sequence_parallel_moe`: EP, TP > 1 and
+    DP > 1 with the DeepEP or all-gather back ends)."""
     moe = dep.model.moe
     if not (dep.attention_dp and moe is not None and dep.tp > 1):
         return 0.0, 0
@@ -233,7 +239,8 @@ def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
     """The step's time on links rather than in the GPU: the sum of comm_breakdown's seconds
     (computed without building the dict: this runs once per simulated step)."""
     act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
-    t = allreduces * allreduce_time_s(dep, act_bytes) if allreduces else 0.0
+    ar_bytes = act_bytes / dep.dp  # a rank's all-reduce: its own tokens over its own GPUs
+    t = allreduces * allreduce_time_s(dep, ar_bytes, dep.dense_tp) if allreduces else 0.0
     if a2a_count:
         t = t + a2a_count * alltoall_time_s(dep, a2a_bytes)
     if dep.pp > 1:
@@ -247,7 +254,7 @@ def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
     the pp − 1 stage-to-stage sends are spread over the pp GPUs."""
     act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
     n = dep.dense_tp
-    sent = allreduces * act_bytes * 2 * (n - 1) / n if allreduces else 0.0
+    sent = allreduces * (act_bytes / dep.dp) * 2 * (n - 1) / n if allreduces else 0.0
     sent = sent + (a2a_count * a2a_bytes if a2a_count else 0.0)
     return sent + act_bytes * (dep.pp - 1) / dep.pp
 

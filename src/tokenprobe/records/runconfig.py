@@ -51,7 +51,8 @@ class DeploymentConfig:
     tp: int | None = None  # None: not known (a measured run that was not told); priced as 1
     pp: int | None = None
     expert_parallel: bool = False
-    attention_dp: bool = False  # vLLM DP + EP: one attention rank per GPU (sim/dpep.py)
+    attention_dp: bool = False  # vLLM DP + EP: attention ranks sharing the experts (sim/dpep.py)
+    dp_ranks: int | None = None  # with attention_dp: the ranks (None: one per GPU)
     weight_dtype: str | None = None
     act_dtype: str | None = None
     kv_dtype: str | None = None
@@ -65,7 +66,7 @@ class DeploymentConfig:
     spec_acceptance: float | None = None  # its per-token draft acceptance
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp"):
+        for name in ("tp", "pp", "dp_ranks"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -189,6 +190,7 @@ class RunConfig:
 
 def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
     tp, pp = doc.get("tp"), doc.get("pp")  # type-checked by DeploymentConfig
+    dp_ranks = doc.get("dp_ranks")
     values: dict[str, Any] = {name: _opt_str(doc, name) for name in _STR_FIELDS}
     return DeploymentConfig(
         **values,
@@ -196,6 +198,7 @@ def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
         pp=pp,
         expert_parallel=bool(doc.get("expert_parallel") or False),
         attention_dp=bool(doc.get("attention_dp") or False),
+        dp_ranks=dp_ranks,
         efficiency=_table(doc, "efficiency"),
         power=_table(doc, "power"),
         power_limit_w=_opt_float(doc, "power_limit_w"),

@@ -1,16 +1,17 @@
-"""Data-parallel attention ranks sharing expert-parallel MoE layers (`simulate --dp N
---enable-expert-parallel`): vLLM `--data-parallel-size N --enable-expert-parallel`, SGLang
-`--enable-dp-attention --dp-size N --ep-size N`.
+"""Data-parallel attention ranks sharing expert-parallel MoE layers (`simulate --dp N --tp t
+--enable-expert-parallel`): vLLM `--data-parallel-size N --tensor-parallel-size t
+--enable-expert-parallel`, SGLang `--tp N·t --enable-dp-attention --dp-size N`.
 
 Each of the N ranks is a single-replica engine (its own scheduler, batch and KV pool: the
-attention weights and the KV cache live per rank, the routed experts are spread over all the
-GPUs), opened empty as cluster.py opens replicas, and requests reach the ranks through the same
-routers (vLLM's DP coordinator balances on the ranks' waiting and running counts, SGLang's
-router or its `round_robin` DP dispatch). Unlike replicas the ranks step together: every MoE
-layer is an all-to-all among them, so a step starts on every rank at once and ends when the
-slowest rank's own work and the shared MoE work for all ranks' tokens are done
-(cost/dpep.py: t = max_r work_r + shared). A rank with nothing to run computes a dummy batch
-meanwhile (vLLM `execute_dummy_batch`), its GPUs busy; the ranks idle only when none has work.
+attention weights and the KV cache live per rank, on its t GPUs; the routed experts are spread
+over all the N·t GPUs), opened empty as cluster.py opens replicas, and requests reach the ranks
+through the same routers (vLLM's DP coordinator balances on the ranks' waiting and running
+counts, SGLang's router or its `round_robin` DP dispatch). Unlike replicas the ranks step
+together: every MoE layer is an all-to-all among them, so a step starts on every rank at once
+and ends when the slowest rank's own work and the shared MoE work for all ranks' tokens are
+done (cost/dpep.py: step = max_r work_r + shared). A rank with nothing to run computes a dummy
+batch meanwhile (vLLM `execute_dummy_batch`), its GPUs busy, its energy counted as idle (it
+serves no request); the ranks idle only when none has work.
 
 The loop: at the gang's clock, route the arrivals up to it (the loads as they stand), let every
 rank apply its events, ask every rank for its plan, price the step from all the plans, start
@@ -130,6 +131,7 @@ class DpEpResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = self.fleet.to_dict()
+        out["kv"]["per"] = "rank"
         waits = [r.wait_s for r in self.ranks]
         out["data_parallel"] = {
             "ranks": len(self.ranks),
