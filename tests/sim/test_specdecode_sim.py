@@ -308,7 +308,7 @@ def test_the_run_config_keeps_it_and_a_replay_simulates_it(tmp_path: Path) -> No
         (["--spec-decode", "mtp:2", "--spec-acceptance", "1.5"], "spec_acceptance"),
         (["--spec-decode", "eagle:3"], "spec_acceptance"),
         (["--spec-decode", "mtp:2", "--scheduler", "static"], "spec_decode"),
-        (["--spec-decode", "mtp:2", "--replicas", "2"], "spec_decode"),
+        (["--spec-decode", "mtp:2", "--dp", "2", "--enable-expert-parallel"], "spec_decode"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_field(flags: list[str], field: str) -> None:

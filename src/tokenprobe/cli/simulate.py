@@ -285,9 +285,7 @@ def simulate_cmd(
         enable_mixed_chunk,
     )
     spec = guarded(lambda: spec_of(spec_decode, spec_acceptance))
-    fleet_shape = (prefill_tp, decode_tp, disaggregate)
-    is_fleet = replicas != 1 or dp != 1 or any(f is not None for f in fleet_shape)
-    if spec is not None and (scenario is not None or is_fleet):
+    if spec is not None and (scenario is not None or dp != 1):
         guarded(lambda: _no_spec_here(spec_decode))
     if scenario is not None:
         sc = guarded(lambda: get_scenario(scenario))
@@ -369,7 +367,7 @@ def simulate_cmd(
             return simulate_fleet(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
-                **common,
+                spec_decode=spec, **common,
             )  # fmt: skip
         return simulate(
             deployment=dep, workload=wl, progress=progress, spec_decode=spec, **common, **front_end
@@ -395,7 +393,7 @@ def _no_spec_here(spec_decode: str | None) -> None:
     raise ConfigError(
         "spec_decode",
         spec_decode,
-        "one replica only (not with --scenario, --replicas, --dp or --disaggregate yet)",
+        "not with --scenario or --dp (yet): one replica, --replicas or --disaggregate",
     )
 
 

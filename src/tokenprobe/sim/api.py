@@ -308,6 +308,7 @@ def simulate_fleet(
     profile: str | None = None,
     engine: str | None = None,
     step_fn: StepFn | None = None,
+    spec_decode: SpecDecode | None = None,
 ) -> ClusterResult | DisaggResult | DpEpResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
@@ -315,7 +316,9 @@ def simulate_fleet(
     its own tensor parallelism (`prefill_tp`, `decode_tp`: default the deployment's); or, with `dp`
     > 1 and an attention-DP deployment over `dp` GPUs, its attention ranks behind `router`,
     stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
-    `simulate --replicas / --disaggregate / --dp --json`. `step_fn` as for `simulate`."""
+    `simulate --replicas / --disaggregate / --dp --json`. `step_fn` as for `simulate`;
+    `spec_decode`: every replica, or every decode worker, decodes speculatively (not with `dp`:
+    ranks step together, and a rank's drafts would be another rank's wait)."""
     if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
         raise ConfigError(
             "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
@@ -327,6 +330,12 @@ def simulate_fleet(
     run_config = _run_config(
         deployment, workload, config, scheduler, profile, engine, seed, (slo_ttft_s, slo_tpot_s)
     )
+    spec = None
+    if spec_decode is not None:
+        if dp > 1 or deployment.attention_dp:
+            raise ConfigError("spec_decode", spec_decode.label(), "not with --dp (yet)")
+        run_config = replace(run_config, deployment=with_spec(run_config.deployment, spec_decode))
+        spec = SpecRun.of(deployment, spec_decode)
     common: dict[str, Any] = dict(
         scheduler=scheduler,
         seed=seed,
@@ -354,11 +363,11 @@ def simulate_fleet(
             prefill = (p_dep, DecodeMemo(cost_step_fn(p_dep)), capacity_blocks(p_dep, config))
         return run_disaggregated(
             workload, step_fn, deployment, config, blocks, split=split,
-            kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, **common,
+            kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, spec_run=spec, **common,
         )  # fmt: skip
     return run_cluster(
         workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,
-        frontend_s=deployment.efficiency.request_overhead_s, **common,
+        frontend_s=deployment.efficiency.request_overhead_s, spec_run=spec, **common,
     )  # fmt: skip
 
 

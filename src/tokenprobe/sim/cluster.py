@@ -43,12 +43,13 @@ from tokenprobe.cost import Deployment, idle_power_w, state_blocks_per_seq
 from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.base import Scheduler, SchedulerConfig
 from tokenprobe.sim.engine import Engine, StepFn
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records, per_million_kwh
 from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.sim.specdecode import SpecRun, fleet_spec_summary, spec_scheduler, spec_summary_of
 from tokenprobe.sim.state import Ledger
 from tokenprobe.workload import RequestSpec, Workload
 
@@ -162,6 +163,7 @@ def fleet_totals(
         "steps": sum(p["steps"] for p in parts),
         "busy_fraction": float(np.mean([p["busy_fraction"] or 0.0 for p in parts])),
         "itl_traced_requests": sum(p["itl_traced_requests"] for p in parts),
+        **({"spec_decode": spec} if (spec := fleet_spec_summary(parts)) is not None else {}),
     }
 
 
@@ -273,17 +275,27 @@ def open_engines(
     frontend_s: float = 0.0,
     state_blocks: int = 0,
     gap_fn: GapFn | None = None,
+    spec: SpecRun | None = None,
+    seed: int = 0,
 ) -> list[tuple[Engine, BlockPool]]:
     """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool, which
-    holds `state_blocks` of recurrent state per running sequence for hybrid models)."""
+    holds `state_blocks` of recurrent state per running sequence for hybrid models); with
+    `spec`, each verifies drafts with acceptances of its own stream (sim/specdecode.py)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     out = []
-    for _ in range(n):
+    for member in range(n):
         pool = BlockPool(capacity_blocks, config.block_size, config.prefix_caching, state_blocks)
         ledger = Ledger()
-        sched = SCHEDULERS[scheduler](config, pool, ledger)
-        engine = Engine(sched, ledger, step_fn, idle_w, frontend_s=frontend_s, gap_fn=gap_fn)
+        sched: Scheduler
+        step = step_fn
+        if spec is None:
+            sched = SCHEDULERS[scheduler](config, pool, ledger)
+        else:
+            sched, step = spec_scheduler(
+                spec, scheduler, config, pool, ledger, step_fn, seed, member
+            )
+        engine = Engine(sched, ledger, step, idle_w, frontend_s=frontend_s, gap_fn=gap_fn)
         engine.open()
         out.append((engine, pool))
     return out
@@ -328,8 +340,10 @@ def run_cluster(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
+    spec_run: SpecRun | None = None,
 ) -> ClusterResult:
-    """`replicas` copies of one replica behind `router` (module docstring)."""
+    """`replicas` copies of one replica behind `router` (module docstring); `spec_run`: each
+    replica decodes speculatively (sim/specdecode.py)."""
     if (
         isinstance(replicas, bool)
         or not isinstance(replicas, int)
@@ -342,7 +356,7 @@ def run_cluster(
     state = state_blocks_per_seq(dep, config.block_size)
     opened = open_engines(
         replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state,
-        cost_gap_fn(dep),
+        cost_gap_fn(dep), spec_run, seed,
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     for spec in requests:
@@ -366,6 +380,7 @@ def run_cluster(
                 records=records,
                 slo_ttft_s=slo_ttft_s,
                 slo_tpot_s=slo_tpot_s,
+                spec_decode=spec_summary_of(engine.sched),
             )
         )
     meta = dict(meta or {})

@@ -63,6 +63,7 @@ from tokenprobe.sim.engine import Engine, StepFn
 from tokenprobe.sim.gpu_gap import cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.specdecode import SpecRun, spec_summary_of
 from tokenprobe.workload import RequestSpec, Workload
 
 
@@ -151,10 +152,12 @@ def run_disaggregated(
     meta: dict[str, Any] | None = None,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
+    spec_run: SpecRun | None = None,
 ) -> DisaggResult:
     """P prefill and D decode workers (module docstring): the decode workers are `dep`, priced
     by `step_fn`, with `capacity_blocks` of KV each; `prefill` gives the prefill workers' own
-    (deployment, step function, KV blocks), by default the same."""
+    (deployment, step function, KV blocks), by default the same. `spec_run`: the decode workers
+    decode speculatively (sim/specdecode.py); a prefill worker emits one token, no drafts."""
     requests = fleet_requests(workload, seed)
     p_dep, p_step_fn, p_blocks = prefill or (dep, step_fn, capacity_blocks)
     link = kv_link(p_dep, dep, split.prefill, split.decode, kv_link_bytes_per_s)
@@ -176,8 +179,9 @@ def run_disaggregated(
         cost_gap_fn(p_dep),
     )
     decode_side = open_engines(
-        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state, gap
-    )
+        split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state, gap,
+        spec_run, seed,
+    )  # fmt: skip
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
     p_engines = [e for e, _ in prefill_side]
@@ -259,7 +263,10 @@ def _part(
     records = build_records(result, trace_requests, pool.prefix_caching)
     for record in records:
         record.extra[role] = float(index)
-    return SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records)
+    return SimResult(
+        dict(meta or {}), result, pool, engine.sched.preemptions, records,
+        spec_decode=spec_summary_of(engine.sched),
+    )  # fmt: skip
 
 
 def _client_records(

@@ -314,21 +314,49 @@ class SpecScheduler(ContinuousScheduler):
         rate (accepted / drafted, as vllm:spec_decode_num_accepted_tokens / num_draft_tokens:
         (E - 1) / k in expectation, below the per-token acceptance a, since drafting stops at
         the first rejection)."""
-        s, steps = self.spec, self.verify_steps
-        return {
-            "method": s.method,
-            "draft_tokens": s.draft_tokens,
-            "acceptance": s.acceptance,
-            "expected_tokens_per_step": s.tokens_per_step,
-            "verify_steps": steps,
-            "drafted_tokens": self.drafted,
-            "accepted_tokens": self.accepted,
-            "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
-            "accepted_tokens_per_step_mean": self.accepted / steps if steps else None,
-            "tokens_per_step_mean": 1.0 + self.accepted / steps if steps else None,
-            "emitted_decode_tokens": self.emitted,
-            "lookahead_slots": self.lookahead,
-        }
+        counts = (self.verify_steps, self.drafted, self.accepted, self.emitted)
+        return spec_summary(self.spec, *counts, lookahead=self.lookahead)
+
+
+def spec_summary(
+    s: SpecDecode, steps: int, drafted: int, accepted: int, emitted: int, lookahead: int
+) -> dict[str, Any]:
+    """`SpecScheduler.summary` from its counts (one home: a fleet sums its members' counts)."""
+    return {
+        "method": s.method,
+        "draft_tokens": s.draft_tokens,
+        "acceptance": s.acceptance,
+        "expected_tokens_per_step": s.tokens_per_step,
+        "verify_steps": steps,
+        "drafted_tokens": drafted,
+        "accepted_tokens": accepted,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "accepted_tokens_per_step_mean": accepted / steps if steps else None,
+        "tokens_per_step_mean": 1.0 + accepted / steps if steps else None,
+        "emitted_decode_tokens": emitted,
+        "lookahead_slots": lookahead,
+    }
+
+
+def spec_summary_of(sched: object) -> dict[str, Any] | None:
+    """A member's `spec_decode` figures, None when its scheduler does not speculate."""
+    return sched.summary() if isinstance(sched, SpecScheduler) else None
+
+
+def fleet_spec_summary(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fleet's `spec_decode` figures: its members' counts summed (None: no speculation)."""
+    members = [p["spec_decode"] for p in parts if "spec_decode" in p]
+    if not members:
+        return None
+    first = members[0]
+    spec = SpecDecode(first["method"], first["draft_tokens"], first["acceptance"])
+
+    def total(key: str) -> int:
+        return sum(int(m[key]) for m in members)
+
+    steps, drafted = total("verify_steps"), total("drafted_tokens")
+    accepted, emitted = total("accepted_tokens"), total("emitted_decode_tokens")
+    return spec_summary(spec, steps, drafted, accepted, emitted, lookahead=first["lookahead_slots"])
 
 
 def _append_tokens(segments: list[tuple[int, int]], step: int, n: int) -> None:
@@ -396,10 +424,14 @@ def spec_scheduler(
     ledger: Ledger,
     step_fn: StepFn,
     seed: int,
+    member: int = 0,
 ) -> tuple[SpecScheduler, StepFn]:
-    """The scheduler and step function of a speculative run (api.run_workload's hook)."""
+    """The scheduler and step function of a speculative run (api.run_workload's hook; a
+    fleet's `member` > 0 draws its acceptances from a stream of its own, member 0 from the one
+    a single replica uses, so a fleet of one is that replica)."""
     if scheduler != "continuous":
         raise ConfigError("spec_decode", run.spec.label(), "needs the continuous scheduler")
-    rng = np.random.default_rng((seed, SPEC_STREAM))
+    stream = (seed, SPEC_STREAM) if member == 0 else (seed, SPEC_STREAM, member)
+    rng = np.random.default_rng(stream)
     sched = SpecScheduler(config, pool, ledger, run.spec, rng)
     return sched, SpecStep(step_fn, run, sched)
