@@ -9,10 +9,15 @@ topology, speculative decoding) and differ in how it is served:
    leaves its scale-up domain over the scale-out NICs).
 2. aggregated: bisect the rate one replica sustains (`sim.max_rate_per_s`), which gives the
    first guess n0 = ceil(rate / sustained) replicas; then, per router, the fleet of n replicas
-   is simulated at the requested rate by the cluster simulator (sim/cluster.py) and n moves
-   down while it still meets the SLOs (a prefix-aware router's cache hits can save a replica)
-   or up until it does (round-robin's imbalance and scattered prefixes can cost one), at most
-   `MAX_FLEET_STEPS` fleets per router. A fleet of one is the same under every router.
+   is simulated at the requested rate by the cluster simulator (sim/cluster.py), for
+   `num_requests` per replica (each replica judged on as many requests as the bisection's one),
+   and n moves down one at a time while it still meets the SLOs (a prefix-aware router's cache
+   hits can save a replica) or up, doubling and then bisecting, until it does (round-robin's
+   imbalance and scattered prefixes can cost replicas), at most `MAX_FLEET_STEPS` fleets per
+   router and `max_gpus`. With shared prefixes the search starts at one replica even when no
+   load meets the SLOs on one: a fleet whose router splits the prefixes over the replicas'
+   caches may meet them where one replica's cache thrashes. A fleet of one is the same under
+   every router.
 3. disaggregated: each P:D split (explicit, or every split of at most `max_gpus` GPUs) is first
    sized by the cost model: P prefill workers sustain at most P x b / prefill(b prompts) requests
    per second (b = the step token budget over the prompt) and D decode workers at most
@@ -44,7 +49,7 @@ from tokenprobe.sim import (
     meets_slos,
     simulate_fleet,
 )
-from tokenprobe.workload import Arrival, LengthDist, Workload
+from tokenprobe.workload import MAX_REQUESTS, Arrival, LengthDist, Workload
 
 MAX_FLEET_STEPS = 6  # fleets simulated per router while looking for the replica count
 BISECT_RUNS = 11  # max_rate_per_s: one saturated run and 10 bisection steps
@@ -141,20 +146,25 @@ class Group:
     def step_fn(self) -> StepFn | None:
         return None if self.spec is None else spec_step_fn(self.dep, self.spec)
 
-    def workload(self) -> Workload:
+    def workload(self, members: int) -> Workload:
+        """The requested rate for as long as one replica's bisection ran: `num_requests` for
+        each of `members` replicas (or workers of the larger side), so every member of the
+        fleet is judged on as many requests, past the same warm-up, as one replica was (a
+        fleet of 4 given 300 requests in all would see 75 each, too few to fill its batch)."""
         r = self.req
         return Workload(
             Arrival("poisson", rate_per_s=r.rate_per_s), r.input_len, r.output_len,
-            num_requests=r.num_requests, shared_prefix_tokens=r.shared_prefix_tokens,
-            prefix_groups=r.prefix_groups,
+            num_requests=min(r.num_requests * members, MAX_REQUESTS),
+            shared_prefix_tokens=r.shared_prefix_tokens, prefix_groups=r.prefix_groups,
         )  # fmt: skip
 
     def judge(self, *, replicas: int = 1, router: str = "round-robin", split: str | None = None
               ) -> Judged:  # fmt: skip
         self.simulations += 1
         r = self.req
+        members = replicas if split is None else max(parse_split(split))
         d = simulate_fleet(
-            self.dep, self.workload(), replicas=replicas, router=router, disaggregate=split,
+            self.dep, self.workload(members), replicas=replicas, router=router, disaggregate=split,
             config=self.config, seed=r.seed, step_fn=self.step_fn,
         ).to_dict()  # fmt: skip
         return Judged(meets_slos(d, MAX_QUEUE_S, r.slo_ttft_p90_s, r.slo_tpot_p90_s), d)
@@ -196,11 +206,13 @@ class Group:
             seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), step_fn=self.step_fn,
         )  # fmt: skip
         self.simulations += BISECT_RUNS
-        if cap.max_rate_per_s <= 0:
+        if cap.max_rate_per_s <= 0 and not r.shared_prefix_tokens:
             return [
                 self._out(c, False, "no load meets the SLOs in simulation", miss=1.0) for c in cands
             ]
-        n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s)
+        # with shared prefixes, a load no single replica meets may be met by a fleet whose
+        # router keeps each replica's share of the prefixes in its cache: start from one
+        n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s) if cap.max_rate_per_s > 0 else 1
         out: list[Outcome] = []
         single: Outcome | None = None
         for c in cands:
@@ -222,8 +234,10 @@ class Group:
         return out
 
     def _replicas(self, n0: int, router: str) -> tuple[int, Judged]:
-        """The fewest replicas whose fleet meets the SLOs, searched from n0 (module docstring),
-        at most as many as `max_gpus` allows; the last fleet judged when none does."""
+        """The fewest replicas whose fleet meets the SLOs, searched from n0 (module docstring):
+        down one at a time while it still meets them, else up by doubling and then bisecting
+        between the last miss and the first fleet that met; at most `MAX_FLEET_STEPS` fleets
+        and as many replicas as `max_gpus` allows. The last fleet judged when none meets."""
         most = self.most_replicas
         n = min(n0, most)
         judged, steps = self.judge(replicas=n, router=router), 1
@@ -235,10 +249,24 @@ class Group:
                     break
                 n, judged = n - 1, fewer
             return n, judged
-        while not judged.ok and steps < MAX_FLEET_STEPS and n < most:
-            n += 1
+        miss, met = n, None  # the most replicas known to miss, the fewest known to meet
+        while met is None and steps < MAX_FLEET_STEPS and n < most:
+            n = min(2 * n, most)
             judged, steps = self.judge(replicas=n, router=router), steps + 1
-        return n, judged
+            if judged.ok:
+                met = (n, judged)
+            else:
+                miss = n
+        if met is None:
+            return n, judged
+        while met[0] - miss > 1 and steps < MAX_FLEET_STEPS:
+            mid = (miss + met[0]) // 2
+            judged, steps = self.judge(replicas=mid, router=router), steps + 1
+            if judged.ok:
+                met = (mid, judged)
+            else:
+                miss = mid
+        return met
 
     @property
     def most_replicas(self) -> int:
