@@ -11,13 +11,13 @@ topology, speculative decoding) and differ in how it is served:
    first guess n0 = ceil(rate / sustained) replicas; then, per router, the fleet of n replicas
    is simulated at the requested rate by the cluster simulator (sim/cluster.py), for
    `num_requests` per replica (each replica judged on as many requests as the bisection's one),
-   and n moves down one at a time while it still meets the SLOs (a prefix-aware router's cache
-   hits can save a replica) or up, doubling and then bisecting, until it does (round-robin's
-   imbalance and scattered prefixes can cost replicas), at most `MAX_FLEET_STEPS` fleets per
-   router and `max_gpus`. With shared prefixes the search starts at one replica even when no
-   load meets the SLOs on one: a fleet whose router splits the prefixes over the replicas'
-   caches may meet them where one replica's cache thrashes. A fleet of one is the same under
-   every router.
+   and n moves down one at a time while it still meets the SLOs (with shared prefixes, whose
+   cache hits a prefix-aware router can turn into a replica saved) or up, doubling and then
+   bisecting, until it does (round-robin's imbalance and scattered prefixes can cost replicas),
+   at most `MAX_FLEET_STEPS` fleets per router and `max_gpus`. With shared prefixes the search
+   starts at one replica even when no load meets the SLOs on one: a fleet whose router splits
+   the prefixes over the replicas' caches may meet them where one replica's cache thrashes. A
+   fleet of one is the same under every router.
 3. disaggregated: each P:D split (explicit, or every split of at most `max_gpus` GPUs) is first
    sized by the cost model: P prefill workers sustain at most P x b / prefill(b prompts) requests
    per second (b = the step token budget over the prompt) and D decode workers at most
@@ -235,12 +235,17 @@ class Group:
 
     def _replicas(self, n0: int, router: str) -> tuple[int, Judged]:
         """The fewest replicas whose fleet meets the SLOs, searched from n0 (module docstring):
-        down one at a time while it still meets them, else up by doubling and then bisecting
-        between the last miss and the first fleet that met; at most `MAX_FLEET_STEPS` fleets
-        and as many replicas as `max_gpus` allows. The last fleet judged when none meets."""
+        down one at a time while it still meets them (with shared prefixes only: else n0 - 1
+        replicas would each carry more than one replica sustains), else up by doubling and
+        then bisecting between the last miss and the first fleet that met; at most
+        `MAX_FLEET_STEPS` fleets and as many replicas as `max_gpus` allows. The last fleet
+        judged when none meets."""
         most = self.most_replicas
         n = min(n0, most)
         judged, steps = self.judge(replicas=n, router=router), 1
+        if judged.ok and not self.req.shared_prefix_tokens:
+            # n0 - 1 replicas would each carry more than the rate one replica sustains
+            return n, judged
         if judged.ok:
             while n > 1 and steps < MAX_FLEET_STEPS:
                 fewer = self.judge(replicas=n - 1, router=router)
