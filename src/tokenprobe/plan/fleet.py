@@ -54,8 +54,9 @@ from tokenprobe.sim import (
 from tokenprobe.workload import MAX_REQUESTS, Arrival, LengthDist, Workload
 
 MAX_FLEET_STEPS = 6  # fleets simulated per router while looking for the replica count
-# the largest fleet simulated whole: one of n replicas costs n single-replica runs
-MAX_SIMULATED_REPLICAS = 16
+# the largest fleet simulated whole (one of n replicas costs n single-replica runs): 8 keeps
+# benchmarks/plan_speed.py near its 60 s target; routing effects show at a few replicas
+MAX_SIMULATED_REPLICAS = 8
 BISECT_RUNS = 11  # max_rate_per_s: one saturated run and 10 bisection steps
 
 
