@@ -40,7 +40,7 @@ from tokenprobe.cost import BatchShape, estimate_deployment, step_cost
 from tokenprobe.cost import Workload as StaticWorkload
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.plan.candidate import ALL_SPLITS, Candidate, Outcome, parse_split
-from tokenprobe.plan.request import PlanRequest
+from tokenprobe.plan.request import PlanRequest, longest, typical
 from tokenprobe.plan.specstep import spec_step_fn
 from tokenprobe.sim import (
     MAX_QUEUE_S,
@@ -51,33 +51,13 @@ from tokenprobe.sim import (
     meets_slos,
     simulate_fleet,
 )
-from tokenprobe.workload import MAX_REQUESTS, Arrival, LengthDist, Workload
+from tokenprobe.workload import MAX_REQUESTS, Arrival, Workload
 
 MAX_FLEET_STEPS = 6  # fleets simulated per router while looking for the replica count
 # the largest fleet simulated whole (one of n replicas costs n single-replica runs): 8 keeps
 # benchmarks/plan_speed.py near its 60 s target; routing effects show at a few replicas
 MAX_SIMULATED_REPLICAS = 8
 BISECT_RUNS = 11  # max_rate_per_s: one saturated run and 10 bisection steps
-
-
-def longest(dist: LengthDist) -> int:
-    if dist.kind == "fixed":
-        return dist.value
-    if dist.kind == "uniform":
-        return dist.high
-    if dist.kind == "empirical":
-        return max(dist.values)
-    return int(dist.mean + 3 * max(dist.std, dist.sigma * dist.mean))
-
-
-def typical(dist: LengthDist) -> int:
-    if dist.kind == "fixed":
-        return dist.value
-    if dist.kind == "uniform":
-        return (dist.low + dist.high) // 2
-    if dist.kind == "empirical":
-        return sorted(dist.values)[len(dist.values) // 2]
-    return max(1, int(dist.mean))
 
 
 @dataclass(frozen=True)
