@@ -97,9 +97,10 @@ class Outcome:
 
     @property
     def fleet(self) -> str:
-        """`4x tp2` (replicas x tp) or `1p3d x tp2` (workers x tp)."""
+        """`4x tp2` (replicas x tp), `1p3d tp2` (workers x tp), `- tp2` (not judged)."""
         c = self.candidate
-        return f"{c.disaggregate or f'{self.replicas}x'} tp{c.tp}"
+        count = f"{self.replicas}x" if self.replicas else "-"
+        return f"{c.disaggregate or count} tp{c.tp}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

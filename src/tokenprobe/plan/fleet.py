@@ -9,10 +9,17 @@ topology, speculative decoding) and differ in how it is served:
    leaves its scale-up domain over the scale-out NICs).
 2. aggregated: bisect the rate one replica sustains (`sim.max_rate_per_s`), which gives the
    first guess n0 = ceil(rate / sustained) replicas; then, per router, the fleet of n replicas
-   is simulated at the requested rate by the cluster simulator (sim/cluster.py) and n moves
-   down while it still meets the SLOs (a prefix-aware router's cache hits can save a replica)
-   or up until it does (round-robin's imbalance and scattered prefixes can cost one), at most
-   `MAX_FLEET_STEPS` fleets per router. A fleet of one is the same under every router.
+   is simulated at the requested rate by the cluster simulator (sim/cluster.py), for
+   `num_requests` per replica (each replica judged on as many requests as the bisection's one),
+   and n moves down one at a time while it still meets the SLOs (with shared prefixes, whose
+   cache hits a prefix-aware router can turn into a replica saved) or up, by 1, 2, 4, ... and
+   then bisecting, until it does (round-robin's imbalance and scattered prefixes can cost replicas),
+   at most `MAX_FLEET_STEPS` fleets per router and `max_gpus`. With shared prefixes the search
+   starts at one replica even when no load meets the SLOs on one: a fleet whose router splits
+   the prefixes over the replicas' caches may meet them where one replica's cache thrashes. A
+   fleet of one is the same under every router. A fleet of more than `MAX_SIMULATED_REPLICAS`
+   is not simulated whole (it would cost that many replicas' runs): one replica is simulated at
+   its share of the rate, as plan did before fleets were judged.
 3. disaggregated: each P:D split (explicit, or every split of at most `max_gpus` GPUs) is first
    sized by the cost model: P prefill workers sustain at most P x b / prefill(b prompts) requests
    per second (b = the step token budget over the prompt) and D decode workers at most
@@ -33,7 +40,7 @@ from tokenprobe.cost import BatchShape, estimate_deployment, step_cost
 from tokenprobe.cost import Workload as StaticWorkload
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.plan.candidate import ALL_SPLITS, Candidate, Outcome, parse_split
-from tokenprobe.plan.request import PlanRequest
+from tokenprobe.plan.request import PlanRequest, longest, typical
 from tokenprobe.plan.specstep import spec_step_fn
 from tokenprobe.sim import (
     MAX_QUEUE_S,
@@ -44,30 +51,13 @@ from tokenprobe.sim import (
     meets_slos,
     simulate_fleet,
 )
-from tokenprobe.workload import Arrival, LengthDist, Workload
+from tokenprobe.workload import MAX_REQUESTS, Arrival, Workload
 
 MAX_FLEET_STEPS = 6  # fleets simulated per router while looking for the replica count
+# the largest fleet simulated whole (one of n replicas costs n single-replica runs): 8 keeps
+# benchmarks/plan_speed.py near its 60 s target; routing effects show at a few replicas
+MAX_SIMULATED_REPLICAS = 8
 BISECT_RUNS = 11  # max_rate_per_s: one saturated run and 10 bisection steps
-
-
-def longest(dist: LengthDist) -> int:
-    if dist.kind == "fixed":
-        return dist.value
-    if dist.kind == "uniform":
-        return dist.high
-    if dist.kind == "empirical":
-        return max(dist.values)
-    return int(dist.mean + 3 * max(dist.std, dist.sigma * dist.mean))
-
-
-def typical(dist: LengthDist) -> int:
-    if dist.kind == "fixed":
-        return dist.value
-    if dist.kind == "uniform":
-        return (dist.low + dist.high) // 2
-    if dist.kind == "empirical":
-        return sorted(dist.values)[len(dist.values) // 2]
-    return max(1, int(dist.mean))
 
 
 @dataclass(frozen=True)
@@ -141,25 +131,36 @@ class Group:
     def step_fn(self) -> StepFn | None:
         return None if self.spec is None else spec_step_fn(self.dep, self.spec)
 
-    def workload(self) -> Workload:
+    def workload(self, members: int, rate_per_s: float) -> Workload:
+        """The requested rate for as long as one replica's bisection ran: `num_requests` for
+        each of `members` replicas (or workers of the larger side), so every member of the
+        fleet is judged on as many requests, past the same warm-up, as one replica was (a
+        fleet of 4 given 300 requests in all would see 75 each, too few to fill its batch)."""
         r = self.req
         return Workload(
-            Arrival("poisson", rate_per_s=r.rate_per_s), r.input_len, r.output_len,
-            num_requests=r.num_requests, shared_prefix_tokens=r.shared_prefix_tokens,
-            prefix_groups=r.prefix_groups,
+            Arrival("poisson", rate_per_s=rate_per_s), r.input_len, r.output_len,
+            num_requests=min(r.num_requests * members, MAX_REQUESTS),
+            shared_prefix_tokens=r.shared_prefix_tokens, prefix_groups=r.prefix_groups,
         )  # fmt: skip
 
-    def judge(self, *, replicas: int = 1, router: str = "round-robin", split: str | None = None
-              ) -> Judged:  # fmt: skip
+    def judge(self, *, replicas: int = 1, router: str = "round-robin", split: str | None = None,
+              rate_per_s: float | None = None) -> Judged:  # fmt: skip
+        """The fleet simulated at the requested rate (or `rate_per_s`)."""
         self.simulations += 1
         r = self.req
+        members = replicas if split is None else max(parse_split(split))
+        rate = r.rate_per_s if rate_per_s is None else rate_per_s
         d = simulate_fleet(
-            self.dep, self.workload(), replicas=replicas, router=router, disaggregate=split,
-            config=self.config, seed=r.seed, step_fn=self.step_fn,
+            self.dep, self.workload(members, rate), replicas=replicas, router=router,
+            disaggregate=split, config=self.config, seed=r.seed, step_fn=self.step_fn,
         ).to_dict()  # fmt: skip
         return Judged(meets_slos(d, MAX_QUEUE_S, r.slo_ttft_p90_s, r.slo_tpot_p90_s), d)
 
-    def outcome(self, c: Candidate, j: Judged, workers: int, rate_per_replica: float) -> Outcome:
+    def outcome(
+        self, c: Candidate, j: Judged, workers: int, rate_per_replica: float, simulated: int = 0
+    ) -> Outcome:
+        """`workers` replicas (or P + D workers) judged by `j`, a simulation of all of them or
+        of `simulated` of them (one replica standing for a fleet too large to simulate)."""
         d, r = j.summary, self.req
         ttft, tpot = d["ttft_s"]["p90"], d["tpot_s"]["p90"]
         ratios = [
@@ -176,7 +177,8 @@ class Group:
             c, j.ok, "meets the SLOs" if j.ok else "the fleet misses the SLOs in simulation",
             rate_per_replica=rate_per_replica, replicas=workers, gpus=gpus,
             ttft_p90_s=ttft, tpot_p90_s=tpot,
-            output_tokens_per_s_per_gpu=float(d["output_tokens_per_s"] or 0.0) / gpus,
+            output_tokens_per_s_per_gpu=float(d["output_tokens_per_s"] or 0.0)
+            / ((simulated or workers) * self.dep.num_gpus),
             kwh_per_million_output_tokens=energy.get("kwh_per_million_output_tokens"),
             kwh_per_million_input_tokens=energy.get("kwh_per_million_input_tokens"),
             prefill_share=pre / (pre + dec) if pre + dec else 0.0,
@@ -196,11 +198,15 @@ class Group:
             seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), step_fn=self.step_fn,
         )  # fmt: skip
         self.simulations += BISECT_RUNS
-        if cap.max_rate_per_s <= 0:
+        if cap.max_rate_per_s <= 0 and not r.shared_prefix_tokens:
             return [
                 self._out(c, False, "no load meets the SLOs in simulation", miss=1.0) for c in cands
             ]
-        n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s)
+        # with shared prefixes, a load no single replica meets may be met by a fleet whose
+        # router keeps each replica's share of the prefixes in its cache: start from one
+        n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s) if cap.max_rate_per_s > 0 else 1
+        if n0 > MAX_SIMULATED_REPLICAS and n0 <= self.most_replicas:
+            return self._multiplied(cands, n0, cap.max_rate_per_s)
         out: list[Outcome] = []
         single: Outcome | None = None
         for c in cands:
@@ -217,16 +223,41 @@ class Group:
                 why = f"{n} replicas still miss the SLOs in simulation"
                 if n == self.most_replicas and self.req.max_gpus is not None:
                     why += f" (max_gpus {self.req.max_gpus})"
+                elif n == MAX_SIMULATED_REPLICAS:
+                    why += f" (fleets of more than {MAX_SIMULATED_REPLICAS} are not searched)"
                 o = replace(o, reason=why)
             out.append(o)
         return out
 
+    def _multiplied(self, cands: list[Candidate], n0: int, sustained: float) -> list[Outcome]:
+        """A fleet over `MAX_SIMULATED_REPLICAS`, judged as one replica at its share of the
+        rate (each replica would be judged on `num_requests`: n0 times a replica's run, too
+        many to bound the search); the router's imbalance is not judged."""
+        one = self.judge(rate_per_s=self.req.rate_per_s / n0)
+        why = (
+            f"{n0} replicas: one simulated at 1/{n0} of the rate (fleets of more than "
+            f"{MAX_SIMULATED_REPLICAS} are not simulated whole)"
+        )
+        return [
+            replace(self.outcome(c, one, n0, sustained, simulated=1), reason=why)
+            if one.ok
+            else self._out(c, False, why + ", and it misses the SLOs", miss=1.0)
+            for c in cands
+        ]
+
     def _replicas(self, n0: int, router: str) -> tuple[int, Judged]:
-        """The fewest replicas whose fleet meets the SLOs, searched from n0 (module docstring),
-        at most as many as `max_gpus` allows; the last fleet judged when none does."""
-        most = self.most_replicas
+        """The fewest replicas whose fleet meets the SLOs, searched from n0 (module docstring):
+        down one at a time while it still meets them (with shared prefixes only: else n0 - 1
+        replicas would each carry more than one replica sustains), else up by 1, 2, 4, ...
+        and then bisecting between the last miss and the first fleet that met; at most
+        `MAX_FLEET_STEPS` fleets and as many replicas as `max_gpus` allows. The last fleet
+        judged when none meets."""
+        most = self.most_simulated
         n = min(n0, most)
         judged, steps = self.judge(replicas=n, router=router), 1
+        if judged.ok and not self.req.shared_prefix_tokens:
+            # n0 - 1 replicas would each carry more than the rate one replica sustains
+            return n, judged
         if judged.ok:
             while n > 1 and steps < MAX_FLEET_STEPS:
                 fewer = self.judge(replicas=n - 1, router=router)
@@ -235,15 +266,35 @@ class Group:
                     break
                 n, judged = n - 1, fewer
             return n, judged
-        while not judged.ok and steps < MAX_FLEET_STEPS and n < most:
-            n += 1
+        miss, met = n, None  # the most replicas known to miss, the fewest known to meet
+        step = 1  # n0 usually misses by a replica: n0 + 1, + 2, + 4, ... (a fleet costs n runs)
+        while met is None and steps < MAX_FLEET_STEPS and n < most:
+            n, step = min(miss + step, most), 2 * step
             judged, steps = self.judge(replicas=n, router=router), steps + 1
-        return n, judged
+            if judged.ok:
+                met = (n, judged)
+            else:
+                miss = n
+        if met is None:
+            return n, judged
+        while met[0] - miss > 1 and steps < MAX_FLEET_STEPS:
+            mid = (miss + met[0]) // 2
+            judged, steps = self.judge(replicas=mid, router=router), steps + 1
+            if judged.ok:
+                met = (mid, judged)
+            else:
+                miss = mid
+        return met
 
     @property
     def most_replicas(self) -> int:
         cap = self.req.max_gpus
         return MAX_REPLICAS if cap is None else max(1, cap // self.dep.num_gpus)
+
+    @property
+    def most_simulated(self) -> int:
+        """The most replicas `_replicas` simulates (`max_gpus`, `MAX_SIMULATED_REPLICAS`)."""
+        return min(self.most_replicas, MAX_SIMULATED_REPLICAS)
 
     # ---------------------------------------------------------------- disaggregated
 

@@ -17,7 +17,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.model import get_model
-from tokenprobe.plan.candidate import Candidate, parse_split
+from tokenprobe.plan.candidate import ALL_SPLITS, Candidate, parse_split
 from tokenprobe.precision import get_dtype
 from tokenprobe.workload import MAX_REQUESTS, LengthDist
 
@@ -104,6 +104,28 @@ class PlanRequest:
             if c.gpus_per_node is not None and c.gpus_per_node < 1:
                 raise ConfigError("gpus_per_node", c.gpus_per_node, "a positive integer")
             finite("power_limit_fraction", c.power_limit_fraction, lo=0.1, hi=1.0)
-            if c.disaggregate not in (None, "all"):
+            if c.disaggregate not in (None, ALL_SPLITS):
                 parse_split(c.disaggregate)
             self.spec(c)  # METHOD:K with an acceptance, else ConfigError("spec_decode"...)
+
+
+def longest(dist: LengthDist) -> int:
+    """The longest length a request draws (a lognormal/normal: mean + 3 sigma)."""
+    if dist.kind == "fixed":
+        return dist.value
+    if dist.kind == "uniform":
+        return dist.high
+    if dist.kind == "empirical":
+        return max(dist.values)
+    return int(dist.mean + 3 * max(dist.std, dist.sigma * dist.mean))
+
+
+def typical(dist: LengthDist) -> int:
+    """The median length (uniform: the middle; lognormal/normal: the mean)."""
+    if dist.kind == "fixed":
+        return dist.value
+    if dist.kind == "uniform":
+        return (dist.low + dist.high) // 2
+    if dist.kind == "empirical":
+        return sorted(dist.values)[len(dist.values) // 2]
+    return max(1, int(dist.mean))

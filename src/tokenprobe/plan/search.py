@@ -29,8 +29,8 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.plan.candidate import Candidate, Outcome
-from tokenprobe.plan.fleet import evaluate_group, typical
-from tokenprobe.plan.request import PlanRequest
+from tokenprobe.plan.fleet import evaluate_group
+from tokenprobe.plan.request import PlanRequest, typical
 from tokenprobe.units import MEGA, SECONDS_PER_HOUR
 from tokenprobe.workload import LengthDist, fixed
 
