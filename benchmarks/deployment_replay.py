@@ -70,7 +70,7 @@ __all__ = ["KINDS", "REPORTED", "Replay", "SkipRowError", "measured", "replay"]
 
 KINDS = ("pd", "dpep", "spec")
 REPORTED = ("pd", "pd-agg", "dpep", "spec")  # the kinds a summary lists, pd-agg: --aggregated
-CLOSED_LOOP_STEPS = 6  # simulations per closed-loop row at most (module docstring)
+CLOSED_LOOP_STEPS = 8  # simulations per closed-loop row at most (module docstring)
 CLOSED_LOOP_TOL = 0.03  # |log(r x E2E / C)| at which the closed-loop rate is taken
 ITL_TRACE = 200  # requests whose token times the simulator keeps, for the median ITL
 SERVING_CAP = 4  # a `serving` row simulates at most this many times its concurrency
@@ -175,20 +175,28 @@ def closed_loop(
     run: Callable[[Arrival], dict[str, Any]], n: int, c: int, isl: int, osl: int
 ) -> tuple[dict[str, Any], float, float]:
     """The run whose constant rate holds C requests in flight by its own E2E (docstring), with
-    that rate (1/s) and the requests it holds in flight, r x E2E."""
+    that rate (1/s) and the requests it holds in flight, r x E2E. Secant steps on x = log r
+    for g(x) = log(r x E2E / C), which rises with r; once runs on both sides of g = 0 are
+    known a step leaving that bracket bisects it instead. The run nearest g = 0 is kept."""
     x, prev = math.log(float(c)), None  # first guess: r = C / (1 s)
-    d: dict[str, Any] = {}
-    rate_per_s = g = 0.0
+    lo, hi = -math.inf, math.inf  # x known to give too few / too many requests in flight
+    best: tuple[float, dict[str, Any], float] | None = None
     for _ in range(CLOSED_LOOP_STEPS):
-        rate_per_s = math.exp(x)
-        d = run(closed_loop_trace(n, c, rate_per_s, isl, osl))
-        g = math.log(rate_per_s * float(d["e2e_s"]["mean"]) / c)
+        d = run(closed_loop_trace(n, c, math.exp(x), isl, osl))
+        g = math.log(math.exp(x) * float(d["e2e_s"]["mean"]) / c)
+        if best is None or abs(g) < abs(best[0]):
+            best = (g, d, math.exp(x))
         if abs(g) < CLOSED_LOOP_TOL:
             break
+        lo, hi = (max(lo, x), hi) if g < 0 else (lo, min(hi, x))
         step = -g  # as if E2E did not depend on r
         if prev is not None and prev[1] != g:
             step = -g * (x - prev[0]) / (g - prev[1])  # secant
         prev, x = (x, g), x + max(-2.0, min(2.0, step))
+        if math.isfinite(lo) and math.isfinite(hi) and not lo < x < hi:
+            x = (lo + hi) / 2
+    assert best is not None
+    g, d, rate_per_s = best
     return d, rate_per_s, c * math.exp(g)
 
 
