@@ -1,6 +1,6 @@
 """Planning: what-if sensitivity (whatif.py) and capacity planning over the simulator: the
 searched candidates (candidate.py), the request (request.py), each deployment judged as a fleet
-(fleet.py, specstep.py) and the ranked plan (search.py)."""
+(fleet.py; speculative decoding as the simulator runs it) and the ranked plan (search.py)."""
 
 from __future__ import annotations
 

@@ -41,12 +41,10 @@ from tokenprobe.cost import Workload as StaticWorkload
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.plan.candidate import ALL_SPLITS, Candidate, Outcome, parse_split
 from tokenprobe.plan.request import PlanRequest, longest, typical
-from tokenprobe.plan.specstep import spec_step_fn
 from tokenprobe.sim import (
     MAX_QUEUE_S,
     MAX_REPLICAS,
     SchedulerConfig,
-    StepFn,
     max_rate_per_s,
     meets_slos,
     simulate_fleet,
@@ -127,10 +125,6 @@ class Group:
 
     # ---------------------------------------------------------------- simulation
 
-    @property
-    def step_fn(self) -> StepFn | None:
-        return None if self.spec is None else spec_step_fn(self.dep, self.spec)
-
     def workload(self, members: int, rate_per_s: float) -> Workload:
         """The requested rate for as long as one replica's bisection ran: `num_requests` for
         each of `members` replicas (or workers of the larger side), so every member of the
@@ -152,7 +146,7 @@ class Group:
         rate = r.rate_per_s if rate_per_s is None else rate_per_s
         d = simulate_fleet(
             self.dep, self.workload(members, rate), replicas=replicas, router=router,
-            disaggregate=split, config=self.config, seed=r.seed, step_fn=self.step_fn,
+            disaggregate=split, config=self.config, seed=r.seed, spec_decode=self.spec,
         ).to_dict()  # fmt: skip
         return Judged(meets_slos(d, MAX_QUEUE_S, r.slo_ttft_p90_s, r.slo_tpot_p90_s), d)
 
@@ -195,7 +189,7 @@ class Group:
         cap = max_rate_per_s(
             self.dep, r.input_len, r.output_len, slo_ttft_s=r.slo_ttft_p90_s,
             slo_tpot_s=r.slo_tpot_p90_s, config=self.config, num_requests=r.num_requests,
-            seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), step_fn=self.step_fn,
+            seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), spec_decode=self.spec,
         )  # fmt: skip
         self.simulations += BISECT_RUNS
         if cap.max_rate_per_s <= 0 and not r.shared_prefix_tokens:

@@ -186,7 +186,6 @@ def simulate(
     engine_in_api_server: bool = False,
     host_power: bool = False,
     spec_decode: SpecDecode | None = None,
-    step_fn: StepFn | None = None,
 ) -> SimResult:
     """Simulate a workload on `model` served from `gpu` (x `tp`) by a vLLM-like server.
 
@@ -205,8 +204,7 @@ def simulate(
     GPU waits while that process serves HTTP and streams: sim/frontend.py). `host_power`: the
     host's base power (hosts.toml `base_power_w`) joins the energy, on the basis "GPU + host"
     (sim/energy_basis.py). `spec_decode`: each decode step verifies its k drafts
-    (sim/specdecode.py); the run config records it. `step_fn`: another step price than the
-    cost model's (plan's candidates).
+    (sim/specdecode.py); the run config records it.
 
     `simulate_fleet` runs several copies of the deployment: replicas behind a router, or
     prefill and decode workers.
@@ -230,8 +228,7 @@ def simulate(
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
     if spec_decode is not None:
         run_config = replace(run_config, deployment=with_spec(run_config.deployment, spec_decode))
-    exact = step_fn or cost_step_fn(dep)
-    step_fn = exact if exact_steps else DecodeMemo(exact)
+    step_fn = cost_step_fn(dep) if exact_steps else DecodeMemo(cost_step_fn(dep))
     state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
     frontend = None
@@ -307,7 +304,6 @@ def simulate_fleet(
     trace_requests: int = DEFAULT_TRACE_REQUESTS,
     profile: str | None = None,
     engine: str | None = None,
-    step_fn: StepFn | None = None,
     spec_decode: SpecDecode | None = None,
 ) -> ClusterResult | DisaggResult | DpEpResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
@@ -316,9 +312,9 @@ def simulate_fleet(
     its own tensor parallelism (`prefill_tp`, `decode_tp`: default the deployment's); or, with `dp`
     > 1 and an attention-DP deployment over `dp` GPUs, its attention ranks behind `router`,
     stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
-    `simulate --replicas / --disaggregate / --dp --json`. `step_fn` as for `simulate`;
-    `spec_decode`: every replica, or every decode worker, decodes speculatively (not with `dp`:
-    ranks step together, and a rank's drafts would be another rank's wait)."""
+    `simulate --replicas / --disaggregate / --dp --json`. `spec_decode`: every replica, or
+    every decode worker, decodes speculatively (not with `dp`: ranks step together, and a
+    rank's drafts would be another rank's wait)."""
     if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
         raise ConfigError(
             "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
@@ -344,7 +340,7 @@ def simulate_fleet(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
     )
-    step_fn = DecodeMemo(step_fn or cost_step_fn(deployment))
+    step_fn = DecodeMemo(cost_step_fn(deployment))
     blocks = capacity_blocks(deployment, config)
     if dp > 1 or deployment.attention_dp:
         if replicas != 1 or disaggregate is not None:

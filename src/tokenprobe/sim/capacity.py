@@ -14,11 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tokenprobe.cost import Deployment
+from tokenprobe.cost import Deployment, SpecDecode
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.api import simulate
 from tokenprobe.sim.base import SchedulerConfig
-from tokenprobe.sim.engine import StepFn
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
 MAX_QUEUE_S = 1.0
@@ -62,10 +61,10 @@ def max_rate_per_s(
     seed: int = 0,
     max_queue_s: float = MAX_QUEUE_S,
     prefix: tuple[int, int] = (0, 1),
-    step_fn: StepFn | None = None,
+    spec_decode: SpecDecode | None = None,
 ) -> Capacity:
     """Bisect the highest Poisson rate one replica sustains (module docstring). `prefix`:
-    (shared prefix tokens, prefix groups) of the requests; `step_fn` as for `simulate`."""
+    (shared prefix tokens, prefix groups) of the requests; `spec_decode` as for `simulate`."""
     if slo_ttft_s is None and slo_tpot_s is None:
         raise ConfigError("slo", None, "give slo_ttft_s and/or slo_tpot_s")
     config = config or SchedulerConfig()
@@ -73,7 +72,7 @@ def max_rate_per_s(
     def run(rate: float | None) -> dict[str, object]:
         wl = _workload(rate, input_len, output_len, num_requests, prefix)
         return simulate(
-            deployment=dep, workload=wl, config=config, seed=seed, step_fn=step_fn
+            deployment=dep, workload=wl, config=config, seed=seed, spec_decode=spec_decode
         ).to_dict()
 
     saturated = float(run(None)["requests_per_s"] or 0.0)  # type: ignore[arg-type]
