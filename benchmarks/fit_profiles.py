@@ -158,7 +158,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             (
                 "sglang-2025h1",
                 ["dstack_online_sglang-2025h1"],
-                "0.4.1 (SGLang repo DeepSeek-V3) and 0.4.3 offline (dstack); held out: 0.4.3 online (dstack)",
+                "0.4.1 (SGLang repo DeepSeek-V3) and 0.4.3 offline (dstack); "
+                "held out: 0.4.3 online (dstack)",
                 # SGLang 0.4's --enable-dp-attention turns the overlap scheduler off and caps
                 # CUDA graphs at batch 96 (server_args.py): host work per step and per sequence
                 # is no longer hidden behind the GPU
