@@ -28,6 +28,16 @@ One profile per engine and era the data separates (see calibrate/observations.py
   efficiency and the per-kernel, per-step and per-sequence host/launch overheads; MoE and power
   parameters keep `vllm`'s (no MoE or power rows on MI300X). Also held out: OCI's 405B static
   batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
+- `sglang-2025h1`, `vllm-2025h1`: the DeepSeek-era kernels of SGLang 0.4 and vLLM 0.7-0.9 (early
+  2025: Triton/FlashInfer/FlashMLA latent attention, Triton block-FP8 fused MoE), fitted on the
+  DeepSeek-V3/R1 runs of benchmarks/data/deepseek_2025h1.csv: `mla_attention` and `fp8_moe`, from
+  the engine's late-2025 profile (compute_decode tied to compute_prefill), and for SGLang also
+  `step_overhead_s` and `seq_overhead_s` (its dp attention turns the overlap scheduler off).
+  SGLang: fitted on the SGLang repo's v0.4.1 DeepSeek-V3 H200 runs and dstack's offline 0.4.3
+  runs, held out: dstack's online 0.4.3 runs (fitting on the SGLang repo's runs alone, with
+  dstack's offline runs held out too, was tried: offline throughput then read 59 %, online 22 %).
+  vLLM: fitted on dstack's online 0.7.4 H200 runs, held out: their offline runs and the 0.7.0
+  run of vLLM issue 12568.
 A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
 128 rows to `compute_prefill` at 2048). A fit that ends with `compute_decode` above
 `compute_prefill` had data that could not tell them apart (on AMD's tables tying them moves no
@@ -96,6 +106,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "argonne_parallelism",
             "argonne_quant",
             "gpustack_tensorrt-llm",
+            "dstack_online_tensorrt-llm",  # DeepSeek-R1 on TensorRT-LLM 0.17 (deepseek_2025h1.csv)
         ],
         "version": "0.11-0.12 (Argonne), 0.14 (H100, A100); held out: 0.9, 0.14 H200/L40S, 1.x",
     },
@@ -103,7 +114,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     "vllm": {"holdout": [], "version": "0.10-0.13"},
     "sglang": {"holdout": ["datacrunch_sglang"], "version": "0.5.3-0.5.6"},
     "vllm-rocm": {
-        "holdout": ["amd_rocm_vllm_0.10.0", "oci_vllm_mi300x"],
+        # the MI300X DeepSeek-R1 runs of deepseek_2025h1.csv (vLLM 0.7.3 ROCm) are held out too
+        "holdout": [
+            "amd_rocm_vllm_0.10.0",
+            "oci_vllm_mi300x",
+            "dstack_online_vllm-2025h1",
+            "dstack_offline_vllm-2025h1",
+        ],
         "version": "0.6.6-0.9.1 (rocm/vllm-dev, Feb-Jul 2025); held out: 0.10.0 (Aug 2025), OCI",
         "engine": "vllm",
         "vendor": "amd",
@@ -122,6 +139,41 @@ PROFILES: dict[str, dict[str, Any]] = {
             "step_overhead_s",
             "seq_overhead_s",
         ],
+    },
+    # DeepSeek-era kernels (benchmarks/data/deepseek_2025h1.csv): each era profile starts from its
+    # engine's late-2025 profile, with compute_decode tied to compute_prefill where it was above
+    # it (`tie_start`: no GEMM slows as its rows grow), and fits only what its kernels changed:
+    # the MLA attention kernels (`mla_attention`) and the block-FP8 fused-MoE kernels (`fp8_moe`,
+    # HBM and tensor rate of the experts)
+    **{
+        name: {
+            "holdout": holdout,
+            "version": version,
+            "engine": name.split("-")[0],
+            "start": name.split("-")[0],
+            "tie_start": True,
+            "parameters": parameters,
+        }
+        for name, holdout, version, parameters in (
+            (
+                "sglang-2025h1",
+                ["dstack_online_sglang-2025h1"],
+                "0.4.1 (SGLang repo DeepSeek-V3) and 0.4.3 offline (dstack); "
+                "held out: 0.4.3 online (dstack)",
+                # SGLang 0.4's --enable-dp-attention turns the overlap scheduler off and caps
+                # CUDA graphs at batch 96 (server_args.py): host work per step and per sequence
+                # is no longer hidden behind the GPU
+                ["mla_attention", "fp8_moe", "step_overhead_s", "seq_overhead_s"],
+            ),
+            (
+                "vllm-2025h1",
+                ["dstack_offline_vllm-2025h1", "vllm_issue_vllm-2025h1"],
+                "0.7.4.dev (dstack online); held out: dstack offline, 0.7.0 (vLLM issue 12568)",
+                # (adding step_overhead_s, for vLLM 0.7's V0 engine loop, was tried: it fits
+                # 1.2 ms and moves no figure by more than 1.5 points)
+                ["mla_attention", "fp8_moe"],
+            ),
+        )
     },
 }
 NOTES = "fitted by benchmarks/fit_profiles.py on shared/validation"
@@ -224,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         start = None
         if "start" in spec:
             base = load_profile(spec["start"])
-            start = Params(base.efficiency, base.power)
+            eff = base.efficiency
+            if spec.get("tie_start") and eff.compute_decode > eff.compute_prefill:
+                eff = eff.with_overrides({"compute_decode": eff.compute_prefill})
+            start = Params(eff, base.power)
         parameters = spec.get("parameters", TIME_PARAMETERS)
         cal = calibrate(
             time_rows,

@@ -37,7 +37,8 @@ ARGONNE = {
         ("vLLM", "not pinned (2024)", "vllm-2024"),
         ("vLLM", "0.5.3.post1 (GH200)", "vllm-2024"),
         ("TensorRT-LLM", "0.14.0", "tensorrt-llm"),
-        ("SGLang", "0.4.1", "sglang"),
+        ("SGLang", "0.4.1", "sglang-2025h1"),  # SGLang 0.4's DeepSeek-era kernels
+        ("SGLang", "0.5.3", "sglang"),
     ],
 )
 def test_engine_and_era_names(engine: str, version: str, name: str) -> None:

@@ -26,12 +26,13 @@ from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = (
-    "Calibrated engine profile: vllm, vllm-2024, vllm-rocm, sglang, tensorrt-llm or a TOML "
-    "(default: the --engine's profile for the GPU's vendor)"
+    "Calibrated engine profile: vllm, vllm-2024, vllm-2025h1, vllm-rocm, sglang, sglang-2025h1, "
+    "tensorrt-llm or a TOML (default: the --engine's profile for the GPU's vendor)"
 )
 ENGINE_PROFILE_HELP = (
-    "Engine whose shipped profile prices the run on this GPU's vendor (vllm on mi300x: "
-    "vllm-rocm); --profile overrides"
+    "Engine (or engine era: sglang-2025h1 = SGLang 0.4, vllm-2025h1 = vLLM 0.7-0.9) whose "
+    "shipped profile prices the run on this GPU's vendor (vllm on mi300x: vllm-rocm); "
+    "--profile overrides"
 )
 
 

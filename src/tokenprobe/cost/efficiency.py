@@ -46,8 +46,9 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   configuration" on H800, ~90 % of the HBM rate, and the FlashInfer MLA kernels, flashinfer
   0.2.1, Feb 2025; AMD's ROCm blog "Supercharge DeepSeek-R1 Inference on AMD Instinct MI300X",
   Mar 2025: AITER's MLA decode 17x the previous ROCm kernel). 1 (no penalty) unless a profile of
-  that era fits it (`sglang-2025h1`, `vllm-2025h1`, fitted on DeepSeek-V3/R1 serving runs of
-  early 2025, benchmarks/data/deepseek_2025h1.csv).
+  that era fits it, on DeepSeek-V3/R1 serving runs of early 2025
+  (benchmarks/data/deepseek_2025h1.csv): `sglang-2025h1` (SGLang 0.4) 0.56, `vllm-2025h1`
+  (vLLM 0.7, FlashMLA) 0.88.
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
