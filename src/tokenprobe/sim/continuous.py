@@ -178,7 +178,11 @@ class ContinuousScheduler:
         if self._reserve:
             return True  # taken at admission
         need = self.pool.seq_blocks(seq.computed + n) - seq.shared_blocks
-        need -= seq.own_blocks
+        return self._take(seq, need - seq.own_blocks, step)
+
+    def _take(self, seq: Seq, need: int, step: int) -> bool:
+        """`need` free blocks for `seq`, preempting the newest running requests; False when
+        `seq` itself had to go."""
         while need > self.pool.free_blocks:
             victim = self._newest_running()
             self._preempt(victim, step)

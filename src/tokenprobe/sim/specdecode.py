@@ -197,18 +197,6 @@ class SpecScheduler(ContinuousScheduler):
         self.draft_pairs = pairs + self._clip_pairs
         self.drafting_seqs = self._full + self._clip_seqs
 
-    def _take(self, seq: Seq, need: int, step: int) -> bool:
-        """`need` free blocks for `seq`, preempting the newest running requests; False when
-        `seq` itself had to go."""
-        while need > self.pool.free_blocks:
-            victim = self._newest_running()
-            self._preempt(victim, step)
-            if victim is seq:
-                return False
-        self.pool.allocate(need)
-        seq.own_blocks += need
-        return True
-
     # ------------------------------------------------------------ preemption
 
     def _preempt(self, seq: Seq, step: int) -> None:
