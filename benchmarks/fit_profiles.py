@@ -19,6 +19,11 @@ One profile per engine and era the data separates (see calibrate/observations.py
   profile is fitted on the public measurements collected in benchmarks/data (see its README).
   (Fitting on both with every third run held out was tried: over all SGLang rows it gives decode
   23.4 % but throughput 17.9 % and TTFT 26.3 %, against 27.8 / 9.6 / 22.7 % for this split.)
+  The shipped `sglang` profile is this fit made under vLLM-like mixed steps, with
+  `compute_decode` then tied to `compute_prefill` by hand and not refitted: under SGLang's own
+  scheduler (sim/sglang_scheduler.py) the refits of this script lowered its objective but raised
+  the held-out TTFT to 25.6-27.1 % (untied) or throughput to 16.9 % (tied); docs/accuracy.md has
+  the figures. Rerunning `--only sglang` replaces it.
 
 - `vllm-rocm`: vLLM for ROCm on MI300X (AMD's rocm/vllm-dev images, vLLM 0.6.6-0.10.0, Feb-Aug
   2025): AMD's own latency (static batches) and offline-throughput tables for Llama-3.1-70B/405B

@@ -16,7 +16,9 @@ from tokenprobe.cost import make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import SCHEDULERS, SchedulerConfig, engine_defaults, run_workload
+from tokenprobe.sim.base import StepPlan
 from tokenprobe.sim.continuous import ContinuousScheduler
+from tokenprobe.sim.engine import Engine
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.sglang_scheduler import SglangScheduler
@@ -224,3 +226,29 @@ def test_a_request_sglang_cannot_reserve_is_rejected() -> None:
     assert by_id["big"].error_kind == "rejected_too_long"
     assert "100 tokens" in (by_id["big"].error_message or "")
     assert by_id["ok"].ok
+
+
+def _ratios(trace: list[RequestSpec], tokens: int) -> tuple[list[float], SglangScheduler]:
+    """The new_token_ratio each step was planned with, and the scheduler after the run."""
+    pool, ledger = BlockPool(tokens, 1, True), Ledger()
+    sched = SglangScheduler(SGLANG, pool, ledger)
+    seen: list[float] = []
+
+    def step(plan: StepPlan) -> tuple[float, float]:
+        seen.append(sched.new_token_ratio)
+        return unit_step(plan)
+
+    Engine(sched, ledger, step, IDLE_W).run(trace)
+    return seen, sched
+
+
+def test_new_token_ratio_decays_each_decode_step_and_resets_when_idle() -> None:
+    # global_config.py: init 0.7, floor 0.7 x 0.14 = 0.098, reached in 600 decode steps
+    decay = (0.7 - 0.098) / 600
+    seen, sched = _ratios([RequestSpec("a", 0.0, 10, 11)], 1000)
+    # the prefill step at 0.7, then ten decode steps, each one decay lower
+    assert seen == pytest.approx([0.7 - k * decay for k in range(11)])
+    assert sched.new_token_ratio == 0.7  # idle again: back to the initial ratio
+    seen, _ = _ratios([RequestSpec("b", 0.0, 10, 1000)], 2000)
+    assert seen[600] == pytest.approx(0.098) and seen[599] > 0.098
+    assert min(seen) == pytest.approx(0.098)  # and no lower

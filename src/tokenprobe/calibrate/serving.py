@@ -23,7 +23,9 @@ Engine settings the sources do not restate are the engines' own defaults
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
---mem-fraction-static; TensorRT-LLM --max_batch_size, --max_num_tokens.
+--mem-fraction-static, --max-prefill-tokens, --schedule-conservativeness, --enable-mixed-chunk and
+--disable-radix-cache (then no prefix caching, and SGLang admits by the exact peak check of
+ignore_eos requests: sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens.
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
 cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again

@@ -4,6 +4,7 @@ engine.py      heapq event loop: arrivals, step completions, idle power
 engines.py     each serving engine's default scheduler (vLLM, SGLang, TensorRT-LLM)
 frontend.py    the API-server processes (HTTP, tokenize, detokenize, SSE) as a CPU resource
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
+sglang_scheduler.py  SGLang's: prefill-first batches, KV reserved by new_token_ratio, retraction
 static.py      static batching, for contrast
 specdecode.py  speculative decoding: k drafts verified per step, tokens from the acceptance
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
