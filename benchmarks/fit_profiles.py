@@ -83,14 +83,13 @@ from tokenprobe.calibrate import (
     calibrate,
     load_csv,
     load_profile,
-    profile_name_for,
+    profile_of,
     save_profile,
 )
 from tokenprobe.calibrate.fit import POWER_METRICS, POWER_PREFIX, fit, summarize
 from tokenprobe.calibrate.observations import LoadResult, observe
 from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.cost import DEFAULT_POWER
-from tokenprobe.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation"
@@ -237,14 +236,6 @@ def fit_power(rows: list[Row], profile: Profile) -> Profile:
         parameters=(*params, *result.fitted),
         errors=tuple(errors),
     )
-
-
-def profile_of(row: Row) -> str | None:
-    """The shipped profile that prices this row (its engine on its GPU's vendor)."""
-    try:
-        return profile_name_for(row.engine, row.deployment.gpu.vendor)
-    except ConfigError:  # an engine without a preset or profile (e.g. the PyTorch profiler)
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

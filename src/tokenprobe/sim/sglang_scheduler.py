@@ -353,13 +353,7 @@ class SglangScheduler(ContinuousScheduler):
         finished: list[Seq] = []
         self.emitted_tokens = 0 if self._prefill_only else self._n_dec
         if self._chunks:
-            per_token_j = self.ledger.j_per_token(step)
-            for seq, n in self._chunks:
-                seq.computed += n
-                seq.energy_j += per_token_j * n
-                if seq.computed == seq.target:
-                    self._prefill_done(seq, step, end_s, finished)
-            self._chunks = []
+            self._complete_chunks(step, end_s, finished)
         heap = self._finish_heap
         while not self._prefill_only and heap and heap[0][0] <= self._clock:
             _, idx, version = heapq.heappop(heap)
