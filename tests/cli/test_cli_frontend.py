@@ -103,3 +103,20 @@ def test_estimate_and_whatif_use_the_per_process_model() -> None:
     assert isinstance(gpu_bound, dict)
     # GPU-bound: a faster core only shortens the tokenizer's 64 us in each request's TTFT
     assert 0 <= gpu_bound["cpu_core_speed"]["gain"]["served_requests_per_s"] < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (["--api-server-processes", "2"], "api_server_processes"),
+        (["--host-power", "--host", "dgx-h100"], "host"),
+        (["--host-power"], "host_power"),
+        (["--engine-in-api-server"], "engine_in_api_server"),
+    ],
+)
+def test_front_end_flags_with_a_fleet_name_the_flag_given(flags: list[str], field: str) -> None:
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "64"]
+    base += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4", "--replicas", "2"]
+    result = runner.invoke(app, [*base, *flags], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert f"error:{field}=" in "".join(result.output.split())

@@ -343,17 +343,21 @@ def simulate_cmd(
         )
         fleet = (prefill_tp, decode_tp, disaggregate)
         if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
-            if (
-                api_server_processes is not None
-                or host is not None
-                or engine_in_api_server
-                or host_power
-            ):
+            given = [
+                (name, value)
+                for name, value in (
+                    ("api_server_processes", api_server_processes),
+                    ("host", host),
+                    ("engine_in_api_server", engine_in_api_server or None),
+                    ("host_power", host_power or None),
+                )
+                if value is not None
+            ]
+            if given:  # the first front-end or host flag given is the one named
                 raise ConfigError(
-                    "api_server_processes",
-                    api_server_processes,
-                    "the front end is simulated for one replica (not with --replicas, "
-                    "--disaggregate or --dp yet)",
+                    *given[0],
+                    "the front end and the host are simulated for one replica (not with "
+                    "--replicas, --disaggregate or --dp yet)",
                 )
             link = None
             if kv_link_gb_per_s is not None:

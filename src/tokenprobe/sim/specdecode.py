@@ -51,7 +51,7 @@ import numpy as np
 
 from tokenprobe.cost import Deployment, SpecDecode, draft_passes, verify_rows
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.base import VLLM_SCHEDULING, SchedulerConfig, StepPlan
 from tokenprobe.sim.continuous import ContinuousScheduler
 from tokenprobe.sim.engine import StepFn
 from tokenprobe.sim.kv import BlockPool
@@ -419,6 +419,13 @@ def spec_scheduler(
     a single replica uses, so a fleet of one is that replica)."""
     if scheduler != "continuous":
         raise ConfigError("spec_decode", run.spec.label(), "needs the continuous scheduler")
+    if config.scheduling != VLLM_SCHEDULING:  # SpecScheduler follows vLLM V1's scheduler
+        raise ConfigError(
+            "spec_decode",
+            run.spec.label(),
+            f"simulated with vLLM's scheduler only (not {config.scheduling}'s prefill-first "
+            "batches yet)",
+        )
     stream = (seed, SPEC_STREAM) if member == 0 else (seed, SPEC_STREAM, member)
     rng = np.random.default_rng(stream)
     sched = SpecScheduler(config, pool, ledger, run.spec, rng)
