@@ -108,15 +108,31 @@ def test_estimate_and_whatif_use_the_per_process_model() -> None:
 @pytest.mark.parametrize(
     ("flags", "field"),
     [
-        (["--api-server-processes", "2"], "api_server_processes"),
-        (["--host-power", "--host", "dgx-h100"], "host"),
-        (["--host-power"], "host_power"),
-        (["--engine-in-api-server"], "engine_in_api_server"),
+        (["--disaggregate", "1p1d", "--api-server-processes", "2"], "api_server_processes"),
+        (["--disaggregate", "1p1d", "--host", "dgx-h100"], "host"),
+        (["--replicas", "2", "--host-power"], "host_power"),
+        (["--disaggregate", "1p1d", "--engine-in-api-server"], "engine_in_api_server"),
     ],
 )
-def test_front_end_flags_with_a_fleet_name_the_flag_given(flags: list[str], field: str) -> None:
+def test_front_end_flags_a_fleet_cannot_take_name_the_flag(flags: list[str], field: str) -> None:
     base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "64"]
-    base += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4", "--replicas", "2"]
+    base += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4"]
     result = runner.invoke(app, [*base, *flags], env={"COLUMNS": "300"})
     assert result.exit_code == 2, result.output
     assert f"error:{field}=" in "".join(result.output.split())
+
+
+def test_each_replica_has_its_own_api_server_processes() -> None:
+    """The short-request case (one process serves ~1,900 of the 4,000 requests/s offered): two
+    replicas with one process each serve about twice one replica's rate, as two servers do;
+    the fleet's front end counts both processes."""
+    one = _json(["simulate", *SHORT, "--num-requests", "3000", "--api-server-processes", "1"])
+    two = _json(
+        ["simulate", *SHORT, "--num-requests", "3000", "--api-server-processes", "1",
+         "--replicas", "2", "--router", "least-loaded"]
+    )  # fmt: skip
+    f1, f2 = one["frontend"], two["frontend"]
+    assert isinstance(f1, dict) and isinstance(f2, dict)
+    assert f2["api_server_processes"] == 2 and f1["utilization"] > 0.95
+    ratio = two["requests_per_s"] / one["requests_per_s"]  # type: ignore[operator]
+    assert 1.7 < ratio < 2.2, ratio

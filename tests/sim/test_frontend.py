@@ -7,12 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from tokenprobe.cost import HostModel
+from tokenprobe.cost import HostModel, make_deployment
 from tokenprobe.diagnose import diagnose
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.hardware import get_gpu, get_host
 from tokenprobe.records import read_run
-from tokenprobe.sim import Frontend, SchedulerConfig, engine_defaults, run_workload, simulate
+from tokenprobe.sim import (
+    Frontend,
+    SchedulerConfig,
+    build_workload,
+    engine_defaults,
+    run_workload,
+    simulate,
+    simulate_fleet,
+)
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import Arrival, RequestSpec, Workload, fixed
@@ -300,3 +308,19 @@ def test_a_front_end_run_replayed_against_itself_agrees(tmp_path: Path, kw: dict
     rows = {row["metric"]: row for row in diagnosis.replay["rows"]}
     for metric in ("ttft_s p50", "ttft_s p90", "output_tokens_per_s"):
         assert rows[metric]["ratio"] == pytest.approx(1.0, rel=0.02), metric
+
+
+def test_a_fleet_of_one_with_a_front_end_is_the_single_replica() -> None:
+    """Each replica its own server: with one replica, the fleet with one API-server process is
+    `simulate` with one, request by request."""
+    wl = build_workload(input_tokens=16, output_tokens=2, rate_per_s=500.0, num_requests=300)
+    one = simulate(deployment=_DEP, workload=wl, seed=2, api_server_processes=1)
+    fleet = simulate_fleet(_DEP, wl, replicas=1, seed=2, api_server_processes=1)
+    a = {r.request_id: r for r in one.records}
+    for r in fleet.records:
+        assert r.finish_s == pytest.approx(a[r.request_id].finish_s, rel=1e-12)
+        assert r.frontend_wait_s == pytest.approx(a[r.request_id].frontend_wait_s, rel=1e-12)
+    assert fleet.to_dict()["frontend"] == pytest.approx(one.to_dict()["frontend"])
+
+
+_DEP = make_deployment("llama-3.1-8b", "h100-sxm")

@@ -343,21 +343,24 @@ def simulate_cmd(
         )
         fleet = (prefill_tp, decode_tp, disaggregate)
         if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
+            # each replica is a server with its own front end; a disaggregated or DP
+            # deployment's front end, and the host's power over a fleet, are not simulated yet
+            only_one = any(f is not None for f in fleet) or dp != 1
             given = [
                 (name, value)
                 for name, value in (
-                    ("api_server_processes", api_server_processes),
-                    ("host", host),
-                    ("engine_in_api_server", engine_in_api_server or None),
-                    ("host_power", host_power or None),
+                    ("api_server_processes", api_server_processes if only_one else None),
+                    ("host", host if only_one else None),
+                    ("engine_in_api_server", engine_in_api_server if only_one else None),
+                    ("host_power", host_power),
                 )
-                if value is not None
+                if value
             ]
             if given:  # the first front-end or host flag given is the one named
                 raise ConfigError(
                     *given[0],
-                    "the front end and the host are simulated for one replica (not with "
-                    "--replicas, --disaggregate or --dp yet)",
+                    "the host's power is simulated for one replica, the front end for one "
+                    "replica or each of --replicas (not with --disaggregate or --dp yet)",
                 )
             link = None
             if kv_link_gb_per_s is not None:
@@ -365,7 +368,8 @@ def simulate_cmd(
             return simulate_fleet(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
-                spec_decode=spec, **common,
+                spec_decode=spec, api_server_processes=api_server_processes, host=host,
+                engine_in_api_server=engine_in_api_server, **common,
             )  # fmt: skip
         return simulate(
             deployment=dep, workload=wl, progress=progress, spec_decode=spec, **common, **front_end

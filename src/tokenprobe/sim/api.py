@@ -305,6 +305,10 @@ def simulate_fleet(
     profile: str | None = None,
     engine: str | None = None,
     spec_decode: SpecDecode | None = None,
+    api_server_processes: int | None = None,
+    host: str | HostSpec | None = None,
+    host_model: HostModel | None = None,
+    engine_in_api_server: bool = False,
 ) -> ClusterResult | DisaggResult | DpEpResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
@@ -314,7 +318,10 @@ def simulate_fleet(
     stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
     `simulate --replicas / --disaggregate / --dp --json`. `spec_decode`: every replica, or
     every decode worker, decodes speculatively (not with `dp`: ranks step together, and a
-    rank's drafts would be another rank's wait)."""
+    rank's drafts would be another rank's wait). `api_server_processes`, `host`, `host_model`,
+    `engine_in_api_server`: each replica is a server of its own with that front end, as
+    `simulate` has it (replicas only: a disaggregated or DP deployment's front end is not
+    simulated yet)."""
     if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
         raise ConfigError(
             "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
@@ -326,6 +333,21 @@ def simulate_fleet(
     run_config = _run_config(
         deployment, workload, config, scheduler, profile, engine, seed, (slo_ttft_s, slo_tpot_s)
     )
+    frontend_fn = None
+    if api_server_processes is not None or host is not None or engine_in_api_server:
+        if disaggregate is not None or dp > 1 or deployment.attention_dp:
+            field, value = ("disaggregate", disaggregate) if disaggregate else ("dp", dp)
+            raise ConfigError(field, value, "a front end is simulated per replica only (yet)")
+        front_cfg = make_frontend(
+            deployment, api_server_processes, host, host_model, engine_in_api_server
+        )[1]
+        run_config = replace(run_config, extra={**run_config.extra, "frontend": front_cfg})
+
+        def frontend_fn() -> Frontend:  # one per replica: each is its own server
+            return make_frontend(
+                deployment, api_server_processes, host, host_model, engine_in_api_server
+            )[0]
+
     spec = None
     if spec_decode is not None:
         if dp > 1 or deployment.attention_dp:
@@ -363,7 +385,8 @@ def simulate_fleet(
         )  # fmt: skip
     return run_cluster(
         workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,
-        frontend_s=deployment.efficiency.request_overhead_s, spec_run=spec, **common,
+        frontend_s=deployment.efficiency.request_overhead_s, spec_run=spec,
+        frontend_fn=frontend_fn, **common,
     )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ with concurrency / N instead).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,10 @@ from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.base import Scheduler, SchedulerConfig
 from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
-from tokenprobe.sim.result import SimResult, build_records, per_million_kwh
+from tokenprobe.sim.result import SimResult, build_records, frontend_figures, per_million_kwh
 from tokenprobe.sim.schedulers import SCHEDULERS
 from tokenprobe.sim.specdecode import SpecRun, fleet_spec_summary, spec_scheduler, spec_summary_of
 from tokenprobe.sim.state import Ledger
@@ -164,7 +165,14 @@ def fleet_totals(
         "busy_fraction": float(np.mean([p["busy_fraction"] or 0.0 for p in parts])),
         "itl_traced_requests": sum(p["itl_traced_requests"] for p in parts),
         **({"spec_decode": spec} if (spec := fleet_spec_summary(parts)) is not None else {}),
+        **(
+            {"frontend": frontend_figures(fronts, end_s)} if (fronts := _frontends(results)) else {}
+        ),
     }
+
+
+def _frontends(results: list[SimResult]) -> list[Frontend]:
+    return [r.engine.frontend for r in results if r.engine.frontend is not None]
 
 
 def fleet_energy(
@@ -277,10 +285,13 @@ def open_engines(
     gap_fn: GapFn | None = None,
     spec: SpecRun | None = None,
     seed: int = 0,
+    frontend_fn: Callable[[], Frontend] | None = None,
 ) -> list[tuple[Engine, BlockPool]]:
     """`n` empty engines of one deployment (each its own scheduler, ledger and KV pool, which
     holds `state_blocks` of recurrent state per running sequence for hybrid models); with
-    `spec`, each verifies drafts with acceptances of its own stream (sim/specdecode.py)."""
+    `spec`, each verifies drafts with acceptances of its own stream (sim/specdecode.py); with
+    `frontend_fn`, each is a server of its own with its own API-server processes in front
+    (sim/frontend.py: one made per engine)."""
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"one of {', '.join(SCHEDULERS)}")
     out = []
@@ -295,7 +306,10 @@ def open_engines(
             sched, step = spec_scheduler(
                 spec, scheduler, config, pool, ledger, step_fn, seed, member
             )
-        engine = Engine(sched, ledger, step, idle_w, frontend_s=frontend_s, gap_fn=gap_fn)
+        front = None if frontend_fn is None else frontend_fn()
+        engine = Engine(
+            sched, ledger, step, idle_w, frontend_s=frontend_s, frontend=front, gap_fn=gap_fn
+        )
         engine.open()
         out.append((engine, pool))
     return out
@@ -341,6 +355,7 @@ def run_cluster(
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
     spec_run: SpecRun | None = None,
+    frontend_fn: Callable[[], Frontend] | None = None,
 ) -> ClusterResult:
     """`replicas` copies of one replica behind `router` (module docstring); `spec_run`: each
     replica decodes speculatively (sim/specdecode.py)."""
@@ -356,7 +371,7 @@ def run_cluster(
     state = state_blocks_per_seq(dep, config.block_size)
     opened = open_engines(
         replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state,
-        cost_gap_fn(dep), spec_run, seed,
+        cost_gap_fn(dep), spec_run, seed, frontend_fn,
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     for spec in requests:

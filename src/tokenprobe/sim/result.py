@@ -25,6 +25,7 @@ from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.energy_basis import basis_figures
 from tokenprobe.sim.engine import EngineResult
+from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Seq
 from tokenprobe.units import JOULES_PER_KWH, MEGA
@@ -214,24 +215,31 @@ class SimResult:
         return {**energy, **basis_figures(energy["total_j"], self.config, end_s, output_tokens)}
 
     def frontend_summary(self) -> dict[str, Any]:
-        """The API-server processes: utilization, requests' wait in front of them and the mean
-        queue there (Little's law: total wait / run time), the mean token delivery lag."""
+        """The API-server processes (`frontend_figures`)."""
         fe = self.engine.frontend
         assert fe is not None
-        waits = sorted(fe.wait_s.values())
-        end = self.engine.end_s
-        lags = fe.lag_s
-        return {
-            "api_server_processes": fe.processes,
-            "utilization": fe.busy_s / (fe.processes * end) if end > 0 else None,
-            "wait_mean_s": sum(waits) / len(waits) if waits else None,
-            "wait_p50_s": waits[int(0.5 * (len(waits) - 1))] if waits else None,
-            "wait_p90_s": waits[int(0.9 * (len(waits) - 1))] if waits else None,
-            "wait_p99_s": waits[int(0.99 * (len(waits) - 1))] if waits else None,
-            "queue_mean": sum(waits) / end if end > 0 else None,
-            "token_lag_mean_s": sum(lags) / len(lags) if lags else None,
-        }
+        return frontend_figures([fe], self.engine.end_s)
 
     def write(self, directory: str | Path) -> Path:
         """The run folder (records, timeline, config, summary = to_dict())."""
         return write_run(self.run(), directory, summary=self.to_dict())
+
+
+def frontend_figures(frontends: list[Frontend], end_s: float) -> dict[str, Any]:
+    """API-server processes (one replica's, or every replica's of a fleet): utilization,
+    requests' wait in front of them and the mean queue there (Little's law: total wait / run
+    time), the mean token delivery lag."""
+    waits = sorted(w for fe in frontends for w in fe.wait_s.values())
+    lags = [lag for fe in frontends for lag in fe.lag_s]
+    processes = sum(fe.processes for fe in frontends)
+    busy_s = sum(fe.busy_s for fe in frontends)
+    return {
+        "api_server_processes": processes,
+        "utilization": busy_s / (processes * end_s) if end_s > 0 else None,
+        "wait_mean_s": sum(waits) / len(waits) if waits else None,
+        "wait_p50_s": waits[int(0.5 * (len(waits) - 1))] if waits else None,
+        "wait_p90_s": waits[int(0.9 * (len(waits) - 1))] if waits else None,
+        "wait_p99_s": waits[int(0.99 * (len(waits) - 1))] if waits else None,
+        "queue_mean": sum(waits) / end_s if end_s > 0 else None,
+        "token_lag_mean_s": sum(lags) / len(lags) if lags else None,
+    }
