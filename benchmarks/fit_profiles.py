@@ -81,6 +81,7 @@ from tokenprobe.calibrate import (
     Params,
     Row,
     calibrate,
+    fit_errors,
     load_csv,
     load_profile,
     profile_of,
@@ -197,21 +198,9 @@ ENERGY_METRICS = POWER_METRICS | {"energy_per_output_token"}
 
 
 def _power_errors(name: str, rows: list[Row], before: Params, after: Params) -> list[FitError]:
-    out = []
     b = [o for o in observe(rows, before.efficiency, before.power) if o.metric in ENERGY_METRICS]
     a = [o for o in observe(rows, after.efficiency, after.power) if o.metric in ENERGY_METRICS]
-    for gb, ga in zip(summarize(b), summarize(a), strict=True):
-        out.append(
-            FitError(
-                name,
-                gb.source,
-                gb.metric,
-                gb.rows,
-                round(100 * gb.mdape, 2),
-                round(100 * ga.mdape, 2),
-            )
-        )
-    return out
+    return fit_errors(name, summarize(b), summarize(a))
 
 
 def fit_power(rows: list[Row], profile: Profile) -> Profile:

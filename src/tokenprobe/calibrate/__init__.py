@@ -11,7 +11,13 @@
 
 from __future__ import annotations
 
-from tokenprobe.calibrate.calibration import Calibration, calibrate, engines, split
+from tokenprobe.calibrate.calibration import (
+    Calibration,
+    calibrate,
+    engines,
+    fit_errors,
+    split,
+)
 from tokenprobe.calibrate.few_runs import (
     CALIBRATION_RUNS,
     few_runs,
@@ -77,6 +83,7 @@ __all__ = [
     "engines",
     "few_runs",
     "fit",
+    "fit_errors",
     "gpu_unavailable_reason",
     "load_csv",
     "load_inputs",

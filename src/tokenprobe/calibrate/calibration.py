@@ -80,23 +80,10 @@ class Calibration:
     held_rows: int
 
     def errors(self) -> list[FitError]:
-        out = []
-        for name, before, after in (
-            ("fitted", self.fitted_before, self.fitted_after),
-            ("held_out", self.held_before, self.held_after),
-        ):
-            for b, a in zip(before, after, strict=True):
-                out.append(
-                    FitError(
-                        name,
-                        b.source,
-                        b.metric,
-                        b.rows,
-                        round(100 * b.mdape, 2),
-                        round(100 * a.mdape, 2),
-                    )
-                )
-        return out
+        return [
+            *fit_errors("fitted", self.fitted_before, self.fitted_after),
+            *fit_errors("held_out", self.held_before, self.held_after),
+        ]
 
     def profile(self, name: str | None = None, version: str = "", notes: str = "") -> Profile:
         sources = sorted({e.source for e in self.errors() if e.set == "fitted"})
@@ -173,3 +160,20 @@ def calibrate(
         fitted_rows=len(fitted),
         held_rows=len(held),
     )
+
+
+def fit_errors(
+    set_name: str, before: Sequence[GroupError], after: Sequence[GroupError]
+) -> list[FitError]:
+    """A profile's error records of one set ("fitted", "held_out"): each (source, metric)'s
+    MdAPE before and after, in percent; `before` and `after` summarize the same rows."""
+    return [
+        FitError(
+            set_name, b.source, b.metric, b.rows, round(100 * b.mdape, 2), round(100 * a.mdape, 2)
+        )
+        for b, a in zip(before, after, strict=True)
+    ]
+
+
+def _pct(fraction: float) -> float:
+    return round(100 * fraction, 2)

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
+from tokenprobe.cli.frontend_tables import ms as _ms
 from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError
-from tokenprobe.units import GIGA, MILLI, fmt_s, fmt_si
+from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 DpOption = Annotated[
     int,
@@ -70,10 +71,6 @@ RANK_COLUMNS = (
     Col("waiting %", justify="right"),
     Col("dummy steps", justify="right"),
 )
-
-
-def _ms(seconds: float | None, digits: int) -> str:
-    return _num(None if seconds is None else seconds / MILLI, digits)
 
 
 def render_data_parallel(d: dict[str, Any]) -> None:

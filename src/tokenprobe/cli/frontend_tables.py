@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenprobe.cli.render import Col, print_table
-from tokenprobe.units import fmt_s
+from tokenprobe.units import MILLI, fmt_s
 
 PAIR_COLUMNS = (Col("metric"), Col("value", kind="num", justify="right"))
 
@@ -15,6 +15,11 @@ PAIR_COLUMNS = (Col("metric"), Col("value", kind="num", justify="right"))
 def num(x: float | None, digits: int) -> str:
     """A figure with thousands separators, "-" when unknown (simulate's tables use it too)."""
     return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def ms(seconds: float | None, digits: int) -> str:
+    """Seconds shown in milliseconds with `num`'s digits ("-" when unknown)."""
+    return num(None if seconds is None else seconds / MILLI, digits)
 
 
 def batch_window_effect(

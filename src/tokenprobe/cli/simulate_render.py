@@ -12,10 +12,11 @@ from tokenprobe.cli.frontend_tables import (
     frontend_table,
     window_table,
 )
+from tokenprobe.cli.frontend_tables import ms as _ms
 from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.cli.spec_options import spec_summary_line
-from tokenprobe.units import GIGA, MILLI, fmt_s
+from tokenprobe.units import GIGA, fmt_s
 
 SCENARIO_COLUMNS = (
     Col("part"),
@@ -128,10 +129,6 @@ REPLICA_COLUMNS = (
     Col("TPOT p50 ms", justify="right"),
     Col("GPU busy %", justify="right"),
 )
-
-
-def _ms(seconds: float | None, digits: int) -> str:
-    return _num(None if seconds is None else seconds / MILLI, digits)
 
 
 def _render_workers(workers: list[dict[str, Any]], title: str) -> None:

@@ -59,6 +59,7 @@ from tokenprobe.cost.step import (
     host_time_s,
     idle_power_w,
     op_costs,
+    power_cap_w,
     step_cost,
 )
 from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
@@ -117,6 +118,7 @@ __all__ = [
     "max_context_tokens",
     "memory_report",
     "op_costs",
+    "power_cap_w",
     "rank_work_s",
     "resolve_parallelism",
     "send_time_s",

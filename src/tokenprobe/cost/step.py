@@ -263,7 +263,7 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Roofline time, power and energy of one step of `shape` on deployment `dep`. Under a power
     limit the clock falls until the work fits (cost.energy's DVFS law) and the step stretches."""
     cost = _step_at_clock(dep, shape, 1.0)
-    cap_w = _cap_w(dep)
+    cap_w = power_cap_w(dep)
     if cap_w < dep.gpu.tdp_w and cost.power_w >= cap_w:  # the work asks more than the cap allows
         # Efficiencies are fitted at the TDP, where large GEMMs already run power-limited; only
         # the cap's cut below what the work draws at the TDP slows the clock further.
@@ -274,7 +274,8 @@ def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     return cost
 
 
-def _cap_w(dep: Deployment) -> float:
+def power_cap_w(dep: Deployment) -> float:
+    """One GPU's power ceiling: its power limit, at most its TDP."""
     limit = dep.power_limit_w
     return dep.gpu.tdp_w if limit is None else min(limit, dep.gpu.tdp_w)
 
@@ -310,7 +311,7 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
         energy_j=0.0,
         clock_fraction=clock_fraction,
     )
-    power_w = _power_w(dep, shape, cost, clock_fraction, _cap_w(dep))
+    power_w = _power_w(dep, shape, cost, clock_fraction, power_cap_w(dep))
     return replace(cost, power_w=power_w, energy_j=power_w * time_s * dep.num_gpus)
 
 

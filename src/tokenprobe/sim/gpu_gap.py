@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tokenprobe.cost import BatchShape, Deployment, host_gap_power_w, host_time_s
+from tokenprobe.cost import BatchShape, Deployment, host_gap_power_w, host_time_s, power_cap_w
 from tokenprobe.sim.base import StepPlan
 
 GapFn = Callable[[StepPlan], tuple[float, float, float]]
@@ -30,8 +30,7 @@ def cost_gap_fn(dep: Deployment) -> GapFn:
     """The CPU slice of a planned step from the cost model's host time, for all GPUs."""
     n = dep.num_gpus
     gap_w = host_gap_power_w(dep) * n
-    limit = dep.gpu.tdp_w if dep.power_limit_w is None else min(dep.power_limit_w, dep.gpu.tdp_w)
-    max_w = limit * n
+    max_w = power_cap_w(dep) * n
 
     def gap(plan: StepPlan) -> tuple[float, float, float]:
         shape = BatchShape(0, 0.0, plan.prefill_seqs, plan.decode_seqs, 0)
