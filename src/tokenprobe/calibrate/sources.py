@@ -100,6 +100,8 @@ TRT_MODELS = {
     "LLaMA v3.1 8B": "llama-3.1-8b",
     "LLaMA v3.1 70B": "llama-3.1-70b",
     "LLaMA v3.1 405B": "llama-3.1-405b",
+    "GPT-J 6B": "gpt-j-6b",
+    "Falcon 180B": "falcon-180b",
 }
 SIM_MAX_REQUESTS = 30000  # the doc's largest request count
 TRT_DEFAULT_REQUESTS = 1000  # a v0.14 row that states no count (the doc's smallest)

@@ -9,7 +9,7 @@ import typer
 from tokenprobe.cli.app import app, guarded, print_json
 from tokenprobe.cli.render import Col, print_table
 from tokenprobe.hardware import get_gpu, gpu_names
-from tokenprobe.model import catalog_names, get_model
+from tokenprobe.model import ModelSpec, catalog_names, get_model
 from tokenprobe.units import GIGA, TERA, GiB, KiB, MiB
 
 JSON_HELP = "Print one JSON document only"
@@ -57,7 +57,7 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
                 # bf16 KV plus any cache in a fixed format (DSA's fp8 indexer keys), one GPU
                 "kv_bytes_per_token_bf16": m.kv_bytes_per_token_per_gpu(2.0, 1),
                 "state_elements_per_seq": m.state_elements_per_seq,
-                "attention": "mla" if m.mla else f"{m.num_heads}q/{m.num_kv_heads}kv",
+                "attention": "mla" if m.mla else f"{m.num_heads}q/{_kv_heads(m)}kv",
                 "moe": None if m.moe is None else f"{m.moe.experts_per_token}/{m.moe.num_experts}",
             }
         )
@@ -83,6 +83,12 @@ def models_cmd(json_out: Annotated[bool, typer.Option("--json", help=JSON_HELP)]
             for r in rows
         ],
     )
+
+
+def _kv_heads(m: ModelSpec) -> str:
+    """The KV heads, or their range where they vary by layer (DeciLM: "1-4")."""
+    counts = m.kv_head_counts
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
 def _state_mib(elements: int) -> str:

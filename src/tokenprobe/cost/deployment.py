@@ -193,9 +193,9 @@ def _check_parallelism(
         raise ConfigError(
             name, dense, f"must divide the {model.num_heads} attention heads of {model.name}"
         )
-    kv = model.num_kv_heads
-    if model.mla is None and kv % dense and dense % kv:
-        raise ConfigError(name, dense, f"must divide or be a multiple of the {kv} KV heads")
+    for kv in model.kv_head_counts:  # one count, or each layer's (DeciLM's variable GQA)
+        if model.mla is None and kv % dense and dense % kv:
+            raise ConfigError(name, dense, f"must divide or be a multiple of the {kv} KV heads")
     if pp > model.num_layers:
         raise ConfigError("pp", pp, f"at most the {model.num_layers} layers of {model.name}")
     if expert_parallel:

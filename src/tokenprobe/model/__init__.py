@@ -8,7 +8,9 @@
   parameters, cache per token and per sequence, FLOP/bytes and TP split.
 - `families.py`: the model families read from a config.json (defaults from the transformers
   configuration classes), and the rule for shape keys no reader reads (refused, named).
-- `hf_config.py`: `from_hf_config`, the readers, every value checked where it is read.
+- `hf_config.py`: `from_hf_config`, the readers, every value checked where it is read;
+  `hf_hybrid.py` (hybrid and sparse-attention keys) and `hf_legacy.py` (GPT-J, OPT, BLOOM,
+  DeciLM's per-layer KV heads) beside it.
 - `catalog.py`: the catalog of `catalog/models/*.json`, config files on disk, `get_model`.
 """
 
@@ -28,6 +30,7 @@ from tokenprobe.model.catalog import CATALOG_DIR, catalog_names, get_model, load
 from tokenprobe.model.families import FAMILIES, SHAPE_KEY
 from tokenprobe.model.ffn import DenseMlp, FfnSplit, Moe
 from tokenprobe.model.hf_config import from_hf_config
+from tokenprobe.model.hf_legacy import uniform_gqa
 from tokenprobe.model.layers import Attention, Ffn, Layer, Mixer
 from tokenprobe.model.recurrent import GatedDeltaNet, Mamba2
 from tokenprobe.model.spec import (
@@ -92,4 +95,5 @@ __all__ = [
     "load_config_file",
     "minimum",
     "state_bytes_per_seq",
+    "uniform_gqa",
 ]

@@ -6,11 +6,13 @@ default `tie_word_embeddings` (the Hub's config.json leaves a key out when it eq
 default, so Gemma's and Falcon's configs carry no tie key and mean True), `head_dim` (Gemma 256,
 Qwen3 128, gpt-oss 64, Llama 4 128; elsewhere hidden_size // num_attention_heads) and
 `num_key_value_heads` (Mistral/Mixtral 8, Qwen2 32, ...; elsewhere the head count). Falcon,
-GPT-BigCode and Nemotron-H have their own readers (Falcon's and GPT-BigCode's KV heads come from
-`multi_query`, `new_decoder_architecture` and `num_kv_heads`, not from `num_key_value_heads`;
+GPT-BigCode, Nemotron-H, GPT-J, OPT and BLOOM (`hf_legacy.py`) have their own readers
+(Falcon's and GPT-BigCode's KV heads come from `multi_query`, `new_decoder_architecture` and
+`num_kv_heads`, not from `num_key_value_heads`;
 Nemotron-H's layers from `hybrid_override_pattern`); Qwen3-Next / Qwen3.5 (Gated DeltaNet
 hybrids), DeepSeek-V3.2 and GLM-5 (sparse attention) and MiniMax-M2 (attention-type list,
-full-width q/k norms) add their keys to the decoder reader (`hf_hybrid.py`).
+full-width q/k norms) add their keys to the decoder reader (`hf_hybrid.py`), DeciLM its
+per-layer KV heads (`hf_legacy.py`).
 
 The rule for keys (what keeps a config from being read silently wrong):
 - A *shape key* is one whose name matches `SHAPE_KEY` (widths, heads, layers, experts and
@@ -423,6 +425,33 @@ FAMILIES: dict[str, Family] = {
         tie=True,
         defaults={"n_positions": 1024},
     ),
+    # the older decoders (readers and sources: hf_legacy.py)
+    "gptj": Family(
+        _TF + "gptj/configuration_gptj.py GPTJConfig, modeling_gptj.py",
+        frozenset({"n_embd", "hidden_size", "n_head", "num_attention_heads", "n_layer"})
+        | {"num_hidden_layers", "n_inner", "n_positions", "vocab_size", "tie_word_embeddings"},
+        tie=False,
+    ),
+    "opt": Family(
+        _TF + "opt/configuration_opt.py OPTConfig, modeling_opt.py",
+        frozenset({"hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim"})
+        | {"vocab_size", "tie_word_embeddings", "enable_bias", "word_embed_proj_dim"},
+        tie=True,
+    ),
+    "bloom": Family(
+        _TF + "bloom/configuration_bloom.py BloomConfig, modeling_bloom.py",
+        frozenset({"hidden_size", "n_embed", "n_layer", "num_hidden_layers", "n_head"})
+        | {"num_attention_heads", "vocab_size", "tie_word_embeddings"},
+        tie=True,
+    ),
+    "deci": Family(
+        "Deci/DeciLM-7B configuration_decilm.py DeciLMConfig (LlamaConfig plus "
+        "num_key_value_heads_per_layer), modeling_decilm.py",
+        _BASE | {"num_key_value_heads_per_layer", "attention_bias", "mlp_bias"},
+        tie=False,
+        bias="attention_bias",
+        hybrid="vgqa",
+    ),
 }
 # model_types that are another's text model (multimodal wrappers read their text_config)
 _SAME = {
@@ -434,6 +463,9 @@ _SAME = {
     # Kimi-K2 (moonshotai/Kimi-K2-Instruct config.json): "architectures":
     # ["DeepseekV3ForCausalLM"], DeepSeek-V3's configuration code and keys under its own name
     "kimi_k2": "deepseek_v3",
+    # Aquila-7B (BAAI, trust_remote_code): modeling_aquila.py is transformers' Llama under
+    # Aquila names; AquilaConfig's keys and defaults are LlamaConfig's (tie False)
+    "aquila": "llama",
 }
 GENERIC = Family(
     "transformers src/transformers/configuration_utils.py PretrainedConfig (tie default True)",

@@ -4,7 +4,8 @@
 `families.py`), then reads each key where it is used, checking its value (`_Cfg`): integers
 within the limits of `spec.py`, booleans for flags, lists of the right entries. Llama-style
 decoders share one reader (`_decoder`, its per-family conventions in `Family`); Falcon and
-GPT-BigCode have their own. Every refusal is one ConfigError naming the field and the value.
+GPT-BigCode have their own, GPT-J, OPT and BLOOM theirs in `hf_legacy.py`. Every refusal is
+one ConfigError naming the field and the value.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tokenprobe.model.hf_hybrid import (
     minimax_norm_params,
     nemotron_h,
 )
+from tokenprobe.model.hf_legacy import bloom, gptj, kv_heads_per_layer, opt
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
     MAX_HEAD_DIM,
@@ -339,6 +341,9 @@ def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
         hybrid = {"dsa": dsa_spec(c)}
     elif fam.hybrid == "minimax":
         extra += minimax_norm_params(c, layers, heads, kv_heads, head_dim)
+    elif fam.hybrid == "vgqa":  # DeciLM: the model's count is the widest layer's
+        hybrid = {"kv_heads_per_layer": kv_heads_per_layer(c, layers, heads)}
+        kv_heads = max(hybrid["kv_heads_per_layer"])
     return {
         **hybrid,
         "hidden_size": hidden,
@@ -487,9 +492,8 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
     fam = family_of(model_type)
     check_shape_keys(cfg, model_type, fam)
     c = _Cfg(cfg, fam.defaults)
-    reader = {"falcon": _falcon, "gpt_bigcode": _gpt_bigcode, "nemotron_h": _nemotron_h}.get(
-        model_type, _decoder
-    )
+    readers = {"falcon": _falcon, "gpt_bigcode": _gpt_bigcode, "nemotron_h": _nemotron_h}
+    reader = {**readers, "gptj": gptj, "opt": opt, "bloom": bloom}.get(model_type, _decoder)
     shape = reader(c, fam)
     label = cfg.get("_name_or_path")
     hf_id = label if isinstance(label, str) else ""

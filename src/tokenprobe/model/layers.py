@@ -44,8 +44,9 @@ class Layer:
         return self.mixer.state_elements_per_seq() if self.mixer is not None else 0
 
 
-def build_attention(m: ModelSpec, window: int) -> Attention:
-    """The softmax-attention part of `m` (GQA family, MLA, or MLA with DSA)."""
+def build_attention(m: ModelSpec, window: int, kv_heads: int = 0) -> Attention:
+    """The softmax-attention part of `m` (GQA family, MLA, or MLA with DSA); `kv_heads` > 0 is
+    one layer's own count where the counts vary by layer (DeciLM's variable GQA)."""
     if m.mla is not None:
         a = m.mla
         mla = Mla(m.hidden_size, m.num_heads, a.q_lora_rank, a.kv_lora_rank,
@@ -57,7 +58,7 @@ def build_attention(m: ModelSpec, window: int) -> Attention:
     return Gqa(
         hidden=m.hidden_size,
         heads=m.num_heads,
-        kv_heads=m.num_kv_heads,
+        kv_heads=kv_heads or m.num_kv_heads,
         head_dim=m.head_dim,
         window=window,
         qkv_bias=m.qkv_bias,
@@ -74,7 +75,7 @@ def _shape_fields(shape: GdnSpec | MambaSpec) -> dict[str, Any]:
 
 def build_mixer(m: ModelSpec, spec: LayerSpec) -> Mixer | None:
     if spec.attention in ("full", "sliding"):
-        return build_attention(m, spec.window)
+        return build_attention(m, spec.window, spec.kv_heads)
     if spec.attention == "linear" and m.linear_attention is not None:
         # the part takes the config's shape field for field (the same names), plus the width
         return GatedDeltaNet(m.hidden_size, **_shape_fields(m.linear_attention))

@@ -2,13 +2,18 @@
 
 A `ModelSpec` holds a config's shape; `ModelSpec.layers` is the model as a list of layers made of
 parts (`layers.py`): a token mixer (`attention.py`: MHA/GQA/MQA, sliding or chunked windows,
-gated attention, MLA, MLA with DeepSeek sparse attention; `recurrent.py`: Gated DeltaNet linear
+gated attention, MLA, MLA with DeepSeek sparse attention, per-layer KV head counts (DeciLM's
+variable GQA); `recurrent.py`: Gated DeltaNet linear
 attention, Mamba-2) and an FFN (`ffn.py`: dense, or MoE with shared experts; dense-first and
 interleaved layers). Each part knows its parameters, its cache per token and per sequence, its
 FLOP/bytes and its TP split; parameter and cache counts here are sums over the parts, and
 `cost/ops.py` asks the parts. Hybrids interleave the kinds (Qwen3-Next 3 Gated DeltaNet : 1
 gated attention; Nemotron-H's Mamba-2 / attention / MLP pattern). Also: tied embeddings,
-LayerNorms with biases, biased linear layers, learned absolute positions (GPT-BigCode).
+LayerNorms with biases, biased linear layers, learned absolute positions (GPT-BigCode, OPT),
+a LayerNorm on the embeddings (BLOOM) and a biased LM head (GPT-J). Parallel attention + MLP
+blocks (GPT-J, Falcon: both read the same normed input and their outputs are summed) run the same
+matmuls on the same rows as a sequential block, so a roofline prices them alike; only their norm
+count differs (`norms_per_layer`).
 
 Parameter conventions (they differ between publishers, so both are offered):
 - `params_total`: every weight of the language model, input embedding and LM head included
@@ -94,6 +99,7 @@ class LayerSpec:
     window: int  # 0 for full attention
     moe: bool
     ffn: bool = True
+    kv_heads: int = 0  # this layer's KV heads when they vary by layer (DeciLM); 0: the model's
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,9 @@ class ModelSpec:
     mamba: MambaSpec | None = None  # the "mamba" layers' Mamba-2 mixer
     attn_output_gate: bool = False  # gated attention: q_proj also emits a sigmoid gate
     mixer_only: bool = False  # Nemotron-H: a layer is a mixer or an MLP, never both
+    kv_heads_per_layer: tuple[int, ...] = ()  # DeciLM's variable GQA: one count per layer
+    embedding_norm: bool = False  # BLOOM's word_embeddings_layernorm after the lookup
+    lm_head_bias: bool = False  # GPT-J's lm_head carries a bias per vocabulary entry
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)
@@ -148,9 +157,28 @@ class ModelSpec:
                 self.num_kv_heads,
                 f"must divide num_attention_heads={self.num_heads}",
             )
+        self._check_kv_heads_per_layer()
         if self.dsa is not None and self.mla is None:
             raise ConfigError("index_topk", self.dsa.index_topk, "DSA is modelled on MLA layers")
         self._check_layers()
+
+    def _check_kv_heads_per_layer(self) -> None:
+        if not self.kv_heads_per_layer:
+            return
+        if len(self.kv_heads_per_layer) != self.num_layers or self.mla is not None:
+            raise ConfigError(
+                "num_key_value_heads_per_layer",
+                len(self.kv_heads_per_layer),
+                f"one count per layer ({self.num_layers}), on GQA layers",
+            )
+        for kv in self.kv_heads_per_layer:
+            check_count("num_key_value_heads_per_layer", kv, self.num_heads)
+            if self.num_heads % kv:
+                raise ConfigError(
+                    "num_key_value_heads_per_layer",
+                    kv,
+                    f"each must divide num_attention_heads={self.num_heads}",
+                )
 
     def _check_layers(self) -> None:
         if self.layer_types and len(self.layer_types) != self.num_layers:
@@ -200,7 +228,8 @@ class ModelSpec:
             if kind == "mlp":
                 return LayerSpec("none", 0, False)
             return LayerSpec(kind, window, False, ffn=False)
-        return LayerSpec(kind, window, is_moe)
+        kv = self.kv_heads_per_layer[index] if self.kv_heads_per_layer else 0
+        return LayerSpec(kind, window, is_moe, kv_heads=kv)
 
     @functools.cached_property
     def layer_groups(self) -> tuple[tuple[LayerSpec, int], ...]:
@@ -224,8 +253,15 @@ class ModelSpec:
 
     @functools.cached_property
     def attention(self) -> Attention:
-        """The model's full-attention part (the one its KV-head split is defined by)."""
+        """The model's full-attention part (the one its KV-head split is defined by; with
+        per-layer KV heads, the widest layer's: `num_kv_heads` is their maximum)."""
         return build_attention(self, 0)
+
+    @property
+    def kv_head_counts(self) -> tuple[int, ...]:
+        """The distinct KV-head counts of the attention layers (one unless they vary by layer):
+        a tensor-parallel split must divide, or be a multiple of, each."""
+        return tuple(sorted(set(self.kv_heads_per_layer))) or (self.num_kv_heads,)
 
     @property
     def architecture(self) -> str:
@@ -279,7 +315,9 @@ class ModelSpec:
 
     @property
     def lm_head_params(self) -> int:
-        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        """The output projection (none when tied to the embedding), plus its bias (GPT-J)."""
+        bias = self.vocab_size if self.lm_head_bias else 0
+        return bias + (0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size)
 
     @property
     def norm_params(self) -> int:
@@ -289,7 +327,8 @@ class ModelSpec:
     def _params(self, active: bool) -> int:
         layers = sum(layer.params(active) * n for layer, n in self.part_groups)
         lookups = self.embedding_params + self.position_embedding_params
-        return layers + lookups + self.lm_head_params + self.norm_params + self.extra_params
+        norms = self.norm_params * (2 if self.embedding_norm else 1)  # final (+ embedding) norm
+        return layers + lookups + self.lm_head_params + norms + self.extra_params
 
     @functools.cached_property
     def params_total(self) -> int:
