@@ -525,8 +525,6 @@ def test_a_local_folder_named_like_a_repository_is_read_not_the_catalog(
 # model_hf_id values of the public CSVs that tokenprobe cannot price today, and why. An id
 # leaves this table when its architecture is read and its config is in the catalog.
 NOT_IN_CATALOG = {
-    "Deci/DeciLM-7B": "per-layer KV heads are read (hf_legacy.py), but the Hub config.json's "
-    "list was not found in any public copy to transcribe",
     "microsoft/phi-2": "Phi-2 `phi` family (parallel block, partial rotary): no reader",
     "Qwen/Qwen-72B": "remote-code `qwen` (Qwen-1) family: no reader",
     "internlm/internlm-20b": "remote-code `internlm` family: no reader",

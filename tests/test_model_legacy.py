@@ -88,6 +88,22 @@ def test_falcon_180b_gqa_kv_bytes() -> None:
 
 
 # ---- DeciLM's variable GQA: per-layer KV heads ---------------------------------------------
+def test_decilm_7b_per_layer_kv_heads() -> None:
+    """DeciLM-7B: Llama's layers (hidden 4096, 32 heads of 128, SwiGLU 14,336, vocab 32,000,
+    untied) with num_key_value_heads_per_layer 4,4,4,4,4, 2 x5, 4, 2 x9, 1 x11, 4: 67 KV heads
+    over the 32 layers. KV: 2 x 128 x 67 x 2 B = 34,304 B per token (a uniform 4 would be
+    65,536). Parameters: per layer q + o 2 x 4096² = 33,554,432, MLP 3 x 4096 x 14,336 =
+    176,160,768, norms 8192 -> 209,723,392 x 32 = 6,711,148,544; k + v 2 x 4096 x 128 =
+    1,048,576 per KV head x 67 = 70,254,592; embedding + head 2 x 32,000 x 4096 = 262,144,000;
+    final norm 4096 -> 7,043,551,232 (the card: 7.04 billion)."""
+    m = get_model("Deci/DeciLM-7B")
+    assert sum(m.kv_heads_per_layer) == 67 and m.kv_head_counts == (1, 2, 4)
+    assert m.kv_bytes_per_token_per_gpu(BF16, 1) == 2 * 128 * 67 * BF16 == 34_304
+    assert m.params_total == 7_043_551_232
+    assert uniform_gqa(m).kv_bytes_per_token_per_gpu(BF16, 1) == 2 * 128 * 4 * 32 * BF16
+    assert get_model("Deci/DeciLM-7B-instruct").params_total == m.params_total
+
+
 DECI: dict[str, Any] = {  # DeciLM's keys on a small shape (4 layers of 8 heads of 32)
     "model_type": "deci",
     "hidden_size": 256,
@@ -161,6 +177,7 @@ def _catalog_config(name: str) -> dict[str, Any]:
         ("bigscience/bloom-7b1", "bloom-7b1", "dense MHA"),
         ("BAAI/Aquila-7B", "aquila-7b", "dense MHA"),
         ("tiiuae/falcon-180B", "falcon-180b", "dense GQA"),
+        ("Deci/DeciLM-7B", "decilm-7b", "dense GQA+MQA"),
     ],
 )
 def test_models_lists_them_with_their_kind(hf_id: str, name: str, kind: str) -> None:

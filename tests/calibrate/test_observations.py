@@ -56,10 +56,21 @@ def test_an_argonne_row_is_a_static_batch_on_the_polaris_a100() -> None:
     assert 500 < obs.predicted < 10_000
 
 
+def test_vllm_2024_serves_decilm_at_its_widest_layers_kv_heads() -> None:
+    """vLLM's decilm.py (0.2.5-0.6) loads DeciLM-7B with every layer at max(4) KV heads: an
+    fp16 token then holds 2 x 128 x 4 x 32 layers x 2 B = 64 KiB, not the published 67 KV heads'
+    34,304 B; a TensorRT-LLM row would keep the published layers."""
+    deci = {**ARGONNE, "model": "DeciLM-7B", "model_hf_id": "Deci/DeciLM-7B", "gpu": "GH200"}
+    (row,) = load_rows([deci]).rows
+    assert row.deployment.kv_bytes_per_token == 2 * 128 * 4 * 32 * 2
+    (trt,) = load_rows([{**deci, "engine": "TensorRT-LLM", "engine_version": "0.9"}]).rows
+    assert trt.deployment.kv_bytes_per_token == 2 * 128 * 67 * 2
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"model_hf_id": "facebook/opt-6.7b"}, "not runnable"),
+        ({"model_hf_id": "microsoft/phi-2"}, "not runnable"),
         ({"gpu": "MI250"}, "gpu not mapped"),
         ({"total_tok_s": ""}, "no metric"),
         ({"batch_size": "many"}, "not a number"),

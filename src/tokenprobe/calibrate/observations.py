@@ -27,6 +27,7 @@ from tokenprobe.cost import (
     make_deployment,
 )
 from tokenprobe.errors import ConfigError, TokenprobeError
+from tokenprobe.model import ModelSpec
 from tokenprobe.sim import SchedulerConfig, capacity_blocks, engine_preset
 
 Predictor = Callable[[Deployment], dict[str, float]]
@@ -237,7 +238,9 @@ def require_kv_room(dep: Deployment, config: SchedulerConfig, tokens: float) -> 
         raise SkipRowError("model leaves no KV room for one request in our memory model")
 
 
-def row_deployment(model: str, gpu: str, row: Mapping[str, str], **kw: Any) -> Deployment:
+def row_deployment(
+    model: str | ModelSpec, gpu: str, row: Mapping[str, str], **kw: Any
+) -> Deployment:
     weight = dtype_name(row.get("weight_precision", "")) or "fp16"
     kv = dtype_name(row.get("kv_cache_precision", ""))
     if kv is None:

@@ -85,8 +85,9 @@ from tokenprobe.cost import (
     max_context_tokens,
     step_cost,
 )
-from tokenprobe.errors import SchemaError
+from tokenprobe.errors import SchemaError, TokenprobeError
 from tokenprobe.files import read_text
+from tokenprobe.model import ModelSpec, get_model, uniform_gqa
 from tokenprobe.sim import TRTLLM_SERVE, SchedulerConfig, simulate
 from tokenprobe.units import MILLI
 
@@ -299,12 +300,25 @@ def _profile_step(dep: Deployment, kind: str, batch: int, tokens: int) -> dict[s
 # ------------------------------------------------------------------------------ row mappers
 
 
+def _served(model: str, engine: str) -> str | ModelSpec:
+    """The model as the engine runs it: vLLM of 2024 (the Argonne runs: 0.5.3 and unpinned
+    2024 releases) serves DeciLM's variable GQA at its widest layer's KV heads on every layer
+    (vllm/model_executor/models/decilm.py, model.uniform_gqa); every other model as published."""
+    if engine != "vllm-2024":
+        return model
+    try:
+        spec = get_model(model)
+    except TokenprobeError:
+        return model  # row_deployment names the problem
+    return uniform_gqa(spec) if spec.kv_heads_per_layer else model
+
+
 def _argonne(row: Mapping[str, str]) -> Iterator[Row]:
     model = row["model_hf_id"]
     if row.get("ep") not in ("", "1", None):
         raise SkipRowError("expert-parallel row (TRT-LLM EP on A100) not modelled as such")
     engine = engine_name(row["engine"], row.get("engine_version", ""))
-    dep = row_deployment(model, gpu_name(row["gpu"], "argonne"), row)
+    dep = row_deployment(_served(model, engine), gpu_name(row["gpu"], "argonne"), row)
     batch, isl, osl = int_field(row, "batch_size"), int_field(row, "isl"), int_field(row, "osl")
     sid = row["source_id"].removeprefix("argonne_llm_inference_bench_")
     source = f"argonne_{sid}"
