@@ -24,6 +24,7 @@ from tokenprobe.model.hf_hybrid import (
     nemotron_h,
 )
 from tokenprobe.model.hf_legacy import bloom, gptj, kv_heads_per_layer, opt
+from tokenprobe.model.shapes import divided_head_dim
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
     MAX_HEAD_DIM,
@@ -273,15 +274,7 @@ def _head_dim(c: _Cfg, fam: Family, hidden: int, heads: int) -> int:
         return c.count("head_dim", hi=MAX_HEAD_DIM)
     if fam.head_dim:
         return fam.head_dim
-    return _divided_head_dim(hidden, heads)
-
-
-def _divided_head_dim(hidden: int, heads: int) -> int:
-    if hidden % heads:
-        raise ConfigError(
-            "num_attention_heads", heads, f"must divide hidden_size={hidden} (head_dim is derived)"
-        )
-    return hidden // heads
+    return divided_head_dim(hidden, heads)
 
 
 def _biases(c: _Cfg, fam: Family) -> dict[str, bool]:
@@ -378,7 +371,7 @@ def _falcon(c: _Cfg, fam: Family) -> dict[str, Any]:
     for a sequential block; `bias` on every linear layer; LM head tied by default."""
     hidden = c.count("hidden_size", "n_embed", hi=MAX_HIDDEN_SIZE)
     heads = c.count("num_attention_heads", "n_head", hi=MAX_HEADS)
-    head_dim = _divided_head_dim(hidden, heads)
+    head_dim = divided_head_dim(hidden, heads)
     if c.has("head_dim") and c.count("head_dim", hi=MAX_HEAD_DIM) != head_dim:
         raise ConfigError(
             "head_dim", c.raw("head_dim"), f"Falcon's is hidden_size // heads = {head_dim}"
@@ -431,7 +424,7 @@ def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
         "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
         "num_heads": heads,
         "num_kv_heads": kv_heads,
-        "head_dim": _divided_head_dim(hidden, heads),
+        "head_dim": divided_head_dim(hidden, heads),
         "intermediate_size": c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
         "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
         "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),

@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tokenprobe.errors import ConfigError
+from tokenprobe.model.shapes import divided_head_dim
 from tokenprobe.model.spec import (
     MAX_HEADS,
     MAX_HIDDEN_SIZE,
@@ -52,14 +53,6 @@ if TYPE_CHECKING:
 OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
 
 
-def _head_dim(hidden: int, heads: int) -> int:
-    if hidden % heads:
-        raise ConfigError(
-            "num_attention_heads", heads, f"must divide hidden_size={hidden} (head_dim is derived)"
-        )
-    return hidden // heads
-
-
 def gptj(c: _Cfg, fam: Family) -> dict[str, Any]:
     """GPT-J (module docstring)."""
     hidden = c.count("n_embd", "hidden_size", hi=MAX_HIDDEN_SIZE)
@@ -69,7 +62,7 @@ def gptj(c: _Cfg, fam: Family) -> dict[str, Any]:
         "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
         "num_heads": heads,
         "num_kv_heads": heads,
-        "head_dim": _head_dim(hidden, heads),
+        "head_dim": divided_head_dim(hidden, heads),
         "intermediate_size": c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
         "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
         "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
@@ -101,7 +94,7 @@ def opt(c: _Cfg, fam: Family) -> dict[str, Any]:
         "num_layers": c.count("num_hidden_layers", hi=MAX_LAYERS),
         "num_heads": heads,
         "num_kv_heads": heads,
-        "head_dim": _head_dim(hidden, heads),
+        "head_dim": divided_head_dim(hidden, heads),
         "intermediate_size": c.count("ffn_dim", hi=MAX_INTERMEDIATE_SIZE),
         "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
         "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
@@ -123,7 +116,7 @@ def bloom(c: _Cfg, fam: Family) -> dict[str, Any]:
         "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
         "num_heads": heads,
         "num_kv_heads": heads,
-        "head_dim": _head_dim(hidden, heads),
+        "head_dim": divided_head_dim(hidden, heads),
         "intermediate_size": 4 * hidden,  # BloomMLP: dense_h_to_4h, no config key
         "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
         "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),

@@ -46,6 +46,16 @@ def check_count(name: str, value: object, hi: int, lo: int = 1) -> int:
     return value
 
 
+def divided_head_dim(hidden: int, heads: int) -> int:
+    """hidden_size // num_attention_heads, for families whose head_dim is derived; refused
+    (naming the heads) when the heads do not divide the width."""
+    if hidden % heads:
+        raise ConfigError(
+            "num_attention_heads", heads, f"must divide hidden_size={hidden} (head_dim is derived)"
+        )
+    return hidden // heads
+
+
 def check_flags(obj: object) -> None:
     for f in fields(obj):  # type: ignore[arg-type]
         if f.type in ("bool", bool) and not isinstance(getattr(obj, f.name), bool):
