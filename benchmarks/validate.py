@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import validate_deployments
+import validate_power
 from tokenprobe.calibrate import (
     GroupError,
     Observation,
@@ -339,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
     _print(table)
     kinds = _by_kind(default, profiled)
     energy = _energy_by_gpu(data.rows, profiled)
+    energy_groups = validate_power.energy_by_group(data.rows, profiled)
     by_profile = _by_profile(default, profiled, names)
     records = _fit_records()
     print(f"skipped rows: {sum(data.skipped.values())}")
@@ -355,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
                 "metrics": table,
                 "by_kind": kinds,
                 "energy_by_gpu": energy,
+                "energy_by_group": energy_groups,
                 "by_profile": by_profile,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),

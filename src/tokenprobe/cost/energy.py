@@ -2,8 +2,8 @@
 
 Board power over a step of length t on one GPU, running at a fraction f of its full clock:
 
-    P = P_idle + b·D·f^n·(busy_s / t)
-        + [ f^(n−1)·( e_flop(gen, dtype)·FLOP_tc + r·e_flop(gen, bf16)·bytes_hbm )
+    P = P_idle + b·D·f^n·(busy_s / t) + (1 − b)·D·f^n·(issue_s / t)
+        + [ f^(n−1)·( e_flop(gen, dtype)·FLOP_tc + r·e_flop(gen, bf16)·bytes_hbm + e_op(gen)·ops )
             + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
 
 and never more than the power limit (min(TDP, cap)). The terms, each a mechanism:
@@ -15,6 +15,17 @@ and never more than the power limit (min(TDP, cap)). The terms, each a mechanism
   reaches η_c of the peak (tile padding, pipeline bubbles) keeps its SMs and operand paths busy
   1/η_c as long, and they draw power all that time; so a compute-bound GPU reaches its limit
   whatever η_c its kernels reach, as every GPU's GEMMs do.
+- e_op·ops: CUDA-core instructions the step's kernels issue beside the tensor work: unpacking
+  and scaling weight-only quantized weights (MXFP4 under a bf16 MMA on Hopper: 3.1 instructions
+  an element), once per expert weight element read
+  (`EnergyFigures.dequant_j_per_element`, catalog/energy.toml). They hide under the kernel's
+  memory time, not under its power: gpt-oss-120b on one H100 at batch 64 draws 688 W.
+- (1 − b)·D·issue_s: the part of the fused-MoE kernels' time that quantized expert weights add
+  (1 − `fp8_moe` or 1 − `quantized_moe` of it: the in-loop scale and dequantize work of
+  efficiency.py) is instruction-bound, not memory-bound: the SMs issue at full rate and draw the
+  whole dynamic range D, not the busy share b·D. ML.ENERGY v3 H100, vLLM 0.11: Qwen3-235B-A22B
+  in block-FP8 on 8 GPUs at batch 8 reads half the bytes of the BF16 model, takes 24.7 ms a
+  token where BF16 takes 20.2, and draws 450 W a GPU where BF16 draws 354.
 - e_dram·bytes: DRAM energy per bit of the GPU's memory kind (HBM2E/HBM3/HBM3E, GDDR6; vendor
   figures in catalog/energy.toml), not scaled by the SM clock (the memory clock stays).
 - r·e_flop(bf16)·bytes: moving each HBM byte through L2, the crossbar and the register file.
@@ -47,7 +58,11 @@ batch (Llama-3.1-8B, 16 x 4096 in / 16 out) takes 13.2 % longer end to end (70B 
 What the H100 fit says (benchmarks/fit_profiles.py, ML.ENERGY v3, 243 rows): r = 9.2, i.e. ~7 pJ
 of on-chip energy per HBM byte beside the DRAM's 31 pJ, and b = 0.45 (283 W above idle while
 kernels run): a serving GPU's power is mostly its busy power and the DRAM traffic, and both carry
-to another GPU through its die and its memory.
+to another GPU through its die and its memory. The CUDA-core and instruction-issue terms came
+later and add no free parameter. Refitting r and b with them on the 274 H100 rows of today only
+slides along a valley those rows do not resolve (r 9 -> 110 with b 0.45 -> 0.20 moves the H100
+power MdAPE from 8.8 to 8.1 %, a paired bootstrap 95 % interval of -1.6 to +0.9 points, and the
+B200 energy transfer from 17.0 to 20.8 %), so the fitted pair is kept.
 """
 
 from __future__ import annotations
@@ -118,14 +133,17 @@ class PowerModel:
         work_j = volt2 * (
             figures.flop_j(work.dtype) * work.flop
             + self.chip_flop_per_byte * figures.base_flop_j * work.hbm_bytes
+            + figures.cuda_op_j * work.cuda_ops
         )
         work_j += (
             figures.dram_j_per_byte * work.hbm_bytes + figures.link_j_per_byte * work.link_bytes
         )
         busy = min(1.0, work.busy_s / work.time_s)
-        busy_w = self.busy_power_fraction * work.die_dynamic_w * f**self.dvfs_exponent
+        issue = min(busy, work.issue_s / work.time_s)  # instruction-bound kernel time
+        die_w = work.die_dynamic_w * f**self.dvfs_exponent
+        b = self.busy_power_fraction
         idle_w = idle_power_at_w(work.idle_w, work.temp_c)  # leakage at the die's temperature
-        return float(idle_w + busy_w * busy + work_j / work.time_s)
+        return float(idle_w + b * die_w * busy + (1.0 - b) * die_w * issue + work_j / work.time_s)
 
     def clock_fraction(self, idle_w: float, wanted_w: float, cap_w: float) -> float:
         """Fraction of full clock at which work asking `wanted_w` fits under `cap_w`."""
@@ -137,9 +155,11 @@ class PowerModel:
 
 @dataclass(frozen=True, slots=True)
 class GpuWork:
-    """What one GPU did in one step: FLOP (in `dtype`), HBM bytes, link bytes sent, the step's
-    time and the part of it kernels ran; the board's idle power and its die's dynamic range
-    (`EnergyFigures.die_dynamic_w`); the die's temperature when known (cost/thermal.py)."""
+    """What one GPU did in one step: tensor FLOP (in `dtype`), HBM bytes, link bytes sent, the
+    step's time and the part of it kernels ran; the board's idle power and its die's dynamic
+    range (`EnergyFigures.die_dynamic_w`); the die's temperature when known (cost/thermal.py);
+    CUDA-core instructions beside the tensor work (`cuda_ops`, dequantization) and the kernel
+    time bound by instruction issue rather than memory (`issue_s`; module docstring)."""
 
     dtype: str
     flop: float
@@ -150,6 +170,8 @@ class GpuWork:
     idle_w: float
     die_dynamic_w: float
     temp_c: float | None = None  # die temperature, C (cost/thermal.py); None: the reference
+    cuda_ops: float = 0.0  # CUDA-core instruction lanes (weight dequantization)
+    issue_s: float = 0.0  # kernel time bound by instruction issue (quantized MoE kernels)
 
 
 DEFAULT_POWER = PowerModel()

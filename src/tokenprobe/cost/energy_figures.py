@@ -5,6 +5,10 @@ kind, and gives per generation the energy of a dense tensor-core FLOP by compute
 kind the DRAM energy per bit, per link kind the energy per bit sent (figures and their sources in
 the file). `energy_figures(gpu)` resolves them to SI (J/FLOP, J/byte) for one `GpuSpec`.
 
+Where the file gives them, a generation also has the energy of one CUDA-core instruction (one
+thread's FP32 FMA lane) and, per weight format its kernels unpack in CUDA cores before a 16-bit
+MMA (MXFP4 on Hopper), the instructions that costs per weight element (`dequant_j_per_element`).
+
 A GPU the catalog does not map (a user's `--gpu my.toml`) gets the same derivation the catalog's
 tensor figures come from, applied to its own spec: e_flop = (TDP − idle) / (U_GEMM × dense peak)
 per dtype it has; its DRAM is taken as HBM3 and its link by its kind. The figure is then as good
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -41,6 +45,8 @@ class EnergyFigures:
     dram_j_per_byte: float
     link_j_per_byte: float
     source: str
+    cuda_op_j: float = 0.0  # J per CUDA-core instruction lane (0: no figure)
+    dequant_ops_per_element: Mapping[str, float] = field(default_factory=dict)
 
     def flop_j(self, dtype: str) -> float:
         """J per FLOP in `dtype` (a name or alias); a dtype without a figure costs what the
@@ -51,6 +57,15 @@ class EnergyFigures:
             if key in table:
                 return table[key]
         return max(table.values())
+
+    def dequant_j_per_element(self, weight_dtype: str, compute_dtype: str) -> float:
+        """J to unpack and scale one weight element of `weight_dtype` in CUDA cores before a
+        `compute_dtype` MMA; 0 when the tensor cores take the format as it is (weights and
+        compute in the same dtype) or the catalog has no count for it on this generation."""
+        weight = get_dtype(weight_dtype).name
+        if weight == get_dtype(compute_dtype).name:
+            return 0.0
+        return self.dequant_ops_per_element.get(weight, 0.0) * self.cuda_op_j
 
     @property
     def base_flop_j(self) -> float:
@@ -104,6 +119,17 @@ def _check(doc: dict[str, Any]) -> dict[str, Any]:
         for dtype in flops:
             get_dtype(dtype)  # an unknown dtype name is a ConfigError naming it
             _positive(flops, dtype, f"generation.{name}.tensor_pj_per_flop")
+        if "cuda_core_pj_per_op" in gen:
+            _positive(gen, "cuda_core_pj_per_op", f"generation.{name}")
+        ops = gen.get("dequant_ops_per_element", {})
+        if not isinstance(ops, Mapping) or (ops and "cuda_core_pj_per_op" not in gen):
+            raise _fail(
+                f"generation.{name}",
+                "dequant_ops_per_element should be a table of dtypes, with cuda_core_pj_per_op",
+            )
+        for dtype in ops:
+            get_dtype(dtype)
+            _positive(ops, dtype, f"generation.{name}.dequant_ops_per_element")
     for name, mem in doc["memory"].items():
         _positive(mem, "dram_pj_per_bit", f"memory.{name}")
     for name, link in doc["link"].items():
@@ -132,14 +158,19 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
     """The energy figures of `gpu`: its generation's, or derived from its spec (module doc)."""
     doc = _catalog()
     entry = doc["gpu"].get(gpu.name)
+    op_j, dequant = 0.0, {}
     if entry is None:
         tensor = _derived_tensor_j(gpu)
         memory, generation = DEFAULT_MEMORY, "derived"
         source = f"{gpu.name}: not in catalog/{CATALOG}; tensor figures derived from its spec"
     else:
         generation, memory = entry["generation"], entry["memory"]
-        pj = doc["generation"][generation]["tensor_pj_per_flop"]
-        tensor = {get_dtype(k).name: float(v) * PICO for k, v in pj.items()}
+        gen = doc["generation"][generation]
+        tensor = {get_dtype(k).name: float(v) * PICO for k, v in gen["tensor_pj_per_flop"].items()}
+        op_j = float(gen.get("cuda_core_pj_per_op", 0.0)) * PICO
+        ops = gen.get("dequant_ops_per_element", {})
+        dequant = {get_dtype(k).name: float(v) for k, v in ops.items()}
         source = f"catalog/{CATALOG}: generation {generation}, memory {memory}"
     dram = float(doc["memory"][memory]["dram_pj_per_bit"]) * PICO * BITS_PER_BYTE
-    return EnergyFigures(generation, memory, tensor, dram, _link_j(doc, gpu.link.kind), source)
+    link_j = _link_j(doc, gpu.link.kind)
+    return EnergyFigures(generation, memory, tensor, dram, link_j, source, op_j, dequant)

@@ -263,19 +263,34 @@ def _moe_terms(
 ) -> Iterator[OpTerm]:
     n, f = g.layers, g.ffn
     yield _term("router", n, 2 * tokens * f.router_weights, f.router_weights * ab + tokens * h * ab)
-    skew = dep.efficiency.routing_skew
-    if dep.expert_parallel and dep.tp > 1:
-        touched = slowest_gpu_experts(
-            moe.num_experts, moe.experts_per_token, all_tokens, dep.tp, skew
-        )
-    else:  # every GPU holds a slice of every expert: all see the same experts
-        touched = expected_distinct_experts(
-            moe.num_experts, moe.experts_per_token, all_tokens, skew
-        )
+    touched = _touched_experts(dep, moe, all_tokens)
     routed_rows = all_tokens * moe.experts_per_token * f.experts_here / moe.num_experts
     flop = 2 * routed_rows * f.expert_weights
     act = routed_rows * (2 * h + 4 * f.expert_inner) * ab
     yield _term("experts", n, flop, touched * f.expert_weights * wb + act)
+
+
+def _touched_experts(dep: Deployment, moe: Moe, all_tokens: Any) -> Any:
+    """Experts whose weights one GPU reads in a step of `all_tokens` tokens: on the busiest GPU
+    under expert parallelism, else the distinct experts the batch hits (each GPU holds a slice
+    of every expert)."""
+    skew = dep.efficiency.routing_skew
+    if dep.expert_parallel and dep.tp > 1:
+        return slowest_gpu_experts(moe.num_experts, moe.experts_per_token, all_tokens, dep.tp, skew)
+    return expected_distinct_experts(moe.num_experts, moe.experts_per_token, all_tokens, skew)
+
+
+def expert_weight_elements(dep: Deployment, shape: BatchShape) -> Any:
+    """Routed-expert weight elements one GPU reads in one pass (all its MoE layers): the weights
+    of the `experts` operator's HBM bytes, counted in elements rather than bytes (what a kernel
+    that dequantizes them works on; cost.step's power terms)."""
+    total: Any = 0.0
+    for g in group_coeffs(dep):
+        if isinstance(g.layer.ffn, Moe):
+            total = total + g.layers * _touched_experts(dep, g.layer.ffn, shape.tokens) * (
+                g.ffn.expert_weights
+            )
+    return total
 
 
 def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:

@@ -29,8 +29,14 @@ from tokenprobe.cost.comm import (
 )
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
-from tokenprobe.cost.energy_figures import energy_figures
-from tokenprobe.cost.ops import MEMORY_EFFICIENCY_FIELD, OpTerm, head_terms, layer_terms
+from tokenprobe.cost.energy_figures import EnergyFigures, energy_figures
+from tokenprobe.cost.ops import (
+    MEMORY_EFFICIENCY_FIELD,
+    OpTerm,
+    expert_weight_elements,
+    head_terms,
+    layer_terms,
+)
 from tokenprobe.cost.shape import BatchShape
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
@@ -262,15 +268,14 @@ def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Roofline time, power and energy of one step of `shape` on deployment `dep`. Under a power
     limit the clock falls until the work fits (cost.energy's DVFS law) and the step stretches."""
-    cost = _step_at_clock(dep, shape, 1.0)
+    cost, wanted_w = _step_at_clock(dep, shape, 1.0)
     cap_w = power_cap_w(dep)
     if cap_w < dep.gpu.tdp_w and cost.power_w >= cap_w:  # the work asks more than the cap allows
         # Efficiencies are fitted at the TDP, where large GEMMs already run power-limited; only
         # the cap's cut below what the work draws at the TDP slows the clock further.
-        wanted_w = min(dep.gpu.tdp_w, _power_w(dep, shape, cost, 1.0, math.inf))
-        f = dep.power.clock_fraction(dep.gpu.idle_w, wanted_w, cap_w)
+        f = dep.power.clock_fraction(dep.gpu.idle_w, min(dep.gpu.tdp_w, wanted_w), cap_w)
         if f < 1.0:
-            cost = _step_at_clock(dep, shape, f)
+            cost, _ = _step_at_clock(dep, shape, f)
     return cost
 
 
@@ -280,13 +285,19 @@ def power_cap_w(dep: Deployment) -> float:
     return dep.gpu.tdp_w if limit is None else min(limit, dep.gpu.tdp_w)
 
 
-def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) -> StepCost:
+def _step_at_clock(
+    dep: Deployment, shape: BatchShape, clock_fraction: float
+) -> tuple[StepCost, float]:
+    """The step at `clock_fraction` of full clock, its power capped; and the power it asks."""
     compute_s = memory_s = kernel_s = busy_c = busy_m = flop = nbytes = 0.0
-    for _, n, op_flop, op_bytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
+    experts_s = 0.0
+    for name, n, op_flop, op_bytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
         if tc >= tm:
             compute_s += n * tc
         else:
             memory_s += n * tm
+        if name == "experts":
+            experts_s += n * max(tc, tm)
         kernel_s += n * tk
         busy_c += n * tc
         busy_m += n * tm
@@ -311,17 +322,25 @@ def _step_at_clock(dep: Deployment, shape: BatchShape, clock_fraction: float) ->
         energy_j=0.0,
         clock_fraction=clock_fraction,
     )
-    power_w = _power_w(dep, shape, cost, clock_fraction, power_cap_w(dep))
-    return replace(cost, power_w=power_w, energy_j=power_w * time_s * dep.num_gpus)
+    # the part of the expert kernels' time that quantized weights add is instruction issue
+    issue_s = experts_s * (1.0 - _quantized_moe_scale(dep)) if experts_s else 0.0
+    wanted_w = _power_w(dep, shape, cost, clock_fraction, issue_s)
+    power_w = min(power_cap_w(dep), wanted_w)
+    return replace(cost, power_w=power_w, energy_j=power_w * time_s * dep.num_gpus), wanted_w
 
 
 def _power_w(
-    dep: Deployment, shape: BatchShape, cost: StepCost, clock_fraction: float, cap_w: float
+    dep: Deployment,
+    shape: BatchShape,
+    cost: StepCost,
+    clock_fraction: float,
+    issue_s: float,
 ) -> float:
-    """Power of one GPU over the step (cost.energy), at most `cap_w`. A GPU is busy for its own
+    """Power of one GPU over the step (cost.energy), before the cap. A GPU is busy for its own
     stage's share of the pass and for the communication: host gaps between back-to-back steps
     (0.1-1 ms) are far shorter than the time the driver takes to drop the clocks, so the busy
-    power is paid through them."""
+    power is paid through them. `issue_s`: kernel time bound by instruction issue (the quantized
+    MoE kernels' share beyond a 16-bit kernel's, cost.energy)."""
     busy_s = (cost.time_s - cost.comm_s) / dep.pp + cost.comm_s
     # tensor work: the FLOP the compute time amounts to at the peak rate (cost.energy)
     tensor_flop = cost.compute_util * cost.time_s * dep.peak_flop_per_s * clock_fraction
@@ -335,9 +354,25 @@ def _power_w(
         busy_s=busy_s,
         idle_w=dep.gpu.idle_w,
         die_dynamic_w=figures.die_dynamic_w(dep.gpu),
+        cuda_ops=dequant_ops(dep, shape, figures),
+        issue_s=issue_s,
     )
-    power_w = dep.power.power_w(work, figures, clock_fraction)
-    return min(cap_w, power_w)
+    return dep.power.power_w(work, figures, clock_fraction)
+
+
+def dequant_ops(dep: Deployment, shape: BatchShape, figures: EnergyFigures) -> Any:
+    """CUDA-core instructions one GPU issues in one pass to unpack its weight-only quantized
+    expert weights (catalog/energy.toml `dequant_ops_per_element`: MXFP4 under a bf16 MMA), once
+    per expert weight element read; 0 where the tensor cores take the weights as stored. Only
+    routed experts: the MXFP4 checkpoints quantize the MoE weights and keep attention in 16 bits
+    (OpenAI gpt-oss model card: "quantization of the MoE weights to MXFP4")."""
+    if dep.model.moe is None or not figures.dequant_ops_per_element:
+        return 0.0  # the simulator's per-step path: no dtype lookups for dense models
+    per_element_j = figures.dequant_j_per_element(dep.weight_dtype.name, dep.compute_dtype)
+    if per_element_j <= 0:
+        return 0.0
+    ops = per_element_j / figures.cuda_op_j
+    return ops * expert_weight_elements(dep, shape)
 
 
 def idle_power_w(dep: Deployment) -> float:

@@ -1,0 +1,62 @@
+"""validate.py's energy errors by GPU and model group (issue 18 item 4).
+
+The power model prices quantized and MoE steps with terms of their own (cost.energy: CUDA-core
+dequantization, instruction-bound expert kernels), so its errors are shown per group of rows as
+well as per GPU: dense or MoE (hybrid Mamba models apart), and the weight format (bf16, fp8,
+mxfp4, ...). Each group's MdAPE and median signed error of energy per output token and of GPU
+power, with the row's shipped profile; H100 rows are the power fit's, the others transferred.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from tokenprobe.calibrate import Observation, Row
+
+KINDS = {
+    "energy/output token": ("energy_per_output_token",),
+    "power": ("power_total", "power_per_gpu"),
+}
+
+
+def model_group(row: Row) -> str:
+    """ "dense-bf16", "moe-fp8", "moe-mxfp4", "hybrid-bf16", ...: architecture and weights."""
+    dep = row.deployment
+    if dep.model.state_elements_per_seq > 0:
+        arch = "hybrid"
+    else:
+        arch = "moe" if dep.model.moe is not None else "dense"
+    return f"{arch}-{dep.weight_dtype.name}"
+
+
+def energy_by_group(rows: Sequence[Row], profiled: list[Observation]) -> list[dict[str, Any]]:
+    """Print and return the errors per (GPU, model group, metric). `profiled` holds each row's
+    observations in the rows' order (validate.with_profiles), so each is matched to its row."""
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    i = 0
+    for row in rows:
+        key = (row.deployment.gpu.name, model_group(row))
+        while i < len(profiled) and (profiled[i].run, profiled[i].label) == (row.run, row.label):
+            o = profiled[i]
+            i += 1
+            for kind, metrics in KINDS.items():
+                if o.metric in metrics:
+                    groups.setdefault((*key, kind), []).append(o.error)
+    print("\nenergy by GPU and model group (shipped profiles)")
+    print(f"{'gpu':16} {'group':14} {'metric':20} {'rows':>5} {'MdAPE':>7} {'bias':>7}")
+    out = []
+    for (gpu, group, kind), errors in sorted(groups.items()):
+        row = {
+            "gpu": gpu,
+            "group": group,
+            "metric": kind,
+            "rows": len(errors),
+            "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
+            "median_signed_pct": round(100 * statistics.median(errors), 1),
+        }
+        print(f"{gpu:16} {group:14} {kind:20} {len(errors):5d} {row['mdape_pct']:6.1f}% "
+              f"{row['median_signed_pct']:+6.1f}%")  # fmt: skip
+        out.append(row)
+    return out

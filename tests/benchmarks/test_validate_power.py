@@ -1,0 +1,41 @@
+"""benchmarks/validate_power.py: rows grouped by architecture and weight format, and each
+observation counted in its own row's group (rows sharing a run key included)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenprobe.calibrate import Observation, Row
+from tokenprobe.cost import make_deployment
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import validate_power as vp  # noqa: E402
+
+
+def _row(model: str, weight: str, label: str) -> Row:
+    dep = make_deployment(model, "h100-sxm", weight_dtype=weight)
+    return Row("src", "same-run", "vllm", label, dep, {"power_total": 500.0}, lambda d: {})
+
+
+def test_groups_name_architecture_and_weights() -> None:
+    assert vp.model_group(_row("llama-3.1-8b", "bf16", "a")) == "dense-bf16"
+    assert vp.model_group(_row("gpt-oss-20b", "mxfp4", "b")) == "moe-mxfp4"
+    assert vp.model_group(_row("qwen3-30b-a3b", "fp8", "c")) == "moe-fp8"
+
+
+def test_each_observation_counts_in_its_own_rows_group() -> None:
+    """Two rows of one run key (an fp8 and a bf16 checkpoint of the same model): +10 % on the
+    first, -20 % on the second land in their own groups, not both in the last one's."""
+    rows = [_row("qwen3-30b-a3b", "fp8", "fp8 B8"), _row("qwen3-30b-a3b", "bf16", "bf16 B8")]
+    obs = [
+        Observation("src", "same-run", "vllm", "power_total", "fp8 B8", 500.0, 550.0),
+        Observation("src", "same-run", "vllm", "power_total", "bf16 B8", 500.0, 400.0),
+    ]
+    out = {(r["group"], r["metric"]): r for r in vp.energy_by_group(rows, obs)}
+    assert out[("moe-fp8", "power")]["median_signed_pct"] == pytest.approx(10.0)
+    assert out[("moe-bf16", "power")]["median_signed_pct"] == pytest.approx(-20.0)
+    assert out[("moe-bf16", "power")]["rows"] == 1
