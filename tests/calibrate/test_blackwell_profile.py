@@ -117,3 +117,11 @@ def test_recorded_time_errors_are_what_the_b200_rows_give() -> None:
     for e in records:
         if e.set == "held_out":
             assert e.mdape_after_pct < e.mdape_before_pct, e.metric
+
+
+def test_simulate_engine_vllm_on_b200_names_the_blackwell_profile() -> None:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "b200", "--input-tokens", "64"]
+    args += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4", "--json"]
+    result = runner.invoke(app, [*args, "--engine", "vllm"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["config"]["profile"] == "vllm-blackwell"
