@@ -6,12 +6,14 @@ Data: ML.ENERGY leaderboard v3's B200 runs (benchmarks/data/mlenergy_leaderboard
 source `mlenergy_v3_b200`), the same benchmark, vLLM version (0.11.1) and launch configs as the
 H100 rows the `vllm` profile is fitted on (github:ml-energy/benchmark@c1d6557,
 configs/vllm/<task>/<model>/{H100,B200}/monolithic.config.yaml: async scheduling, 8192 batched
-tokens, 3 API servers on both; B200 adds FlashInfer/CUTLASS MoE kernels for gpt-oss and DeepSeek,
-`VLLM_ATTENTION_BACKEND=CUTLASS_MLA` for DeepSeek). Held out: every third run (model x GPU count x
-task series, `calibrate.split`'s default, as for `vllm`). (Holding out the MoE and hybrid models
-instead, fitting on the dense ones, was tried: the dense rows then fit, 7.1 -> 8.4 % ITL on
-their busy rows, but the held-out MoE rows stay 20 % too fast, 20.8 -> 20.3 % ITL, 28.9 ->
-29.1 % throughput: what differs on Blackwell is in the MoE kernels, which dense rows cannot see.)
+tokens, 3 API servers on both; B200 adds FlashInfer/CUTLASS MoE kernels for gpt-oss and
+DeepSeek, `VLLM_ATTENTION_BACKEND=CUTLASS_MLA` for DeepSeek; the others get vLLM's Blackwell
+default, FlashInfer attention: vllm-project/vllm@1c0d9ecf:vllm/platforms/cuda.py). Held out:
+every third run (model x GPU count x task series, `calibrate.split`'s default, as for `vllm`).
+(Fitting on the dense models and holding out the MoE and hybrid ones was tried: the dense rows'
+throughput then goes 19.0 -> 12.3 %, but the held-out MoE rows stay 20 % too fast, ITL 20.8 ->
+20.3 %, throughput 28.9 -> 29.1 %: what differs on Blackwell is in the MoE kernels, which dense
+rows cannot see.)
 
 What is fitted: the `vllm` profile's time parameters, from its values (GEMM, HBM, attention and
 MoE kernel rates, link, per-kernel/step/sequence host costs; `routing_skew` and `request_overhead_s`

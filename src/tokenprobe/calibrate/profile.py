@@ -44,8 +44,9 @@ Shipped profiles live in `calibrate/profiles/<name>.toml` and are fitted by
 
 Which profile prices a run: `select_profile(engine, vendor, generation)`. An engine's kernels
 differ by era, by GPU vendor (vLLM on ROCm runs other attention, GEMM and all-reduce kernels than
-on CUDA) and by GPU generation (vLLM on Blackwell runs FlashInfer/TRT-LLM-gen attention and
-sm100 GEMM and MoE kernels, not Hopper's FlashAttention 3), so each engine preset names its
+on CUDA) and by GPU generation (vLLM picks FlashInfer attention by default on Blackwell, SM 10.0,
+and FlashAttention elsewhere: vllm-project/vllm@1c0d9ecf:vllm/platforms/cuda.py; its GEMM and MoE
+kernels are sm100 builds and configs), so each engine preset names its
 profile per vendor and, where one is fitted, per vendor and generation (`tokenprobe.sim.PRESETS`),
 and each profile says which engine, vendor and generation it was fitted for.
 
