@@ -89,6 +89,7 @@ def test_power_of_takes_the_named_profiles_power_and_is_checked() -> None:
         text + "[power]\nbusy_power_fraction = 0.3\n": "power_of",  # both: which one?
         '[engine]\nname = "x"\npower_of = "tgi"\n': "tgi",  # not a shipped profile
         '[engine]\nname = "x"\npower_of = "vllm-blackwell"\n': "vllm",  # a reference to one
+        '[engine]\nname = "x"\ngeneration = "blackwel"\n': "blackwell",  # lists the known ones
     }
     for body, needle in bad.items():
         with pytest.raises(SchemaError, match=needle):

@@ -73,10 +73,11 @@ from tokenprobe.cost import (
     MAX_ROUTING_SKEW,
     Efficiency,
     PowerModel,
+    gpu_generation,
 )
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import check_out_file, names_a_file, parse_toml, read_text
-from tokenprobe.hardware import VENDORS
+from tokenprobe.hardware import VENDORS, get_gpu, gpu_names
 from tokenprobe.sim import engine_preset
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
@@ -245,6 +246,10 @@ def parse_profile(text: str, origin: str = "<profile>") -> Profile:
     meta = {k: _typed(v, ENGINE_KEYS[k], f"engine.{k}", origin) for k, v in engine.items()}
     if meta.get("vendor", "") not in ("", *VENDORS):
         raise SchemaError(origin, f"engine.vendor={meta['vendor']!r} should be one of {VENDORS}")
+    if meta.get("generation", "") not in ("", *generations()):
+        raise SchemaError(
+            origin, f"engine.generation={meta['generation']!r}: one of {', '.join(generations())}"
+        )
     params, errors = _fit(doc.get("fit", {}), origin)
     power_of = meta.get("power_of", "")
     power = _power_of(power_of, origin) if power_of else _power(doc.get("power", {}), origin)
@@ -264,6 +269,12 @@ def parse_profile(text: str, origin: str = "<profile>") -> Profile:
         parameters=params,
         errors=errors,
     )
+
+
+@functools.lru_cache(maxsize=1)
+def generations() -> tuple[str, ...]:
+    """The GPU generations a profile can name: those of the catalog's GPUs (cost.gpu_generation)."""
+    return tuple(sorted({gpu_generation(get_gpu(n)) for n in gpu_names()} - {""}))
 
 
 # ------------------------------------------------------------------------------ writing
