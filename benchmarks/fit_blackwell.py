@@ -32,15 +32,31 @@ the model's step (9.4 vs 6.1 ms there; Llama-3.1-8B chat batch 128: 10.9 vs 10.2
 the predicted work and then waited on something outside it (the runs' host; the published
 configs are those of H100, where the same runs do not wait). Fitting kernel rates to those waits
 would slow every B200 prediction; they are reported, not fitted.
+
+`python benchmarks/fit_blackwell.py` (no fit; ~10 s) prints the B200 rows' errors with the
+`vllm` and `vllm-blackwell` profiles, split into busy and waiting rows and by kind of model
+(dense / MoE / hybrid, one GPU or several), then one JSON line.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from tokenprobe.calibrate import Calibration, Params, Row, observe, summarize
+from tokenprobe.calibrate import (
+    Calibration,
+    Params,
+    Row,
+    load_csv,
+    load_profile,
+    observe,
+    summarize,
+)
 from tokenprobe.calibrate.calibration import DEFAULT_FIT_ROWS_PER_SOURCE, split
 from tokenprobe.calibrate.fit import fit_staged, subsample
 from tokenprobe.calibrate.profile import Profile
@@ -49,6 +65,8 @@ from tokenprobe.calibrate.profile import Profile
 # step idle, twice the power model's H100 MdAPE (module docstring); 0.7 and 0.9 were tried: held-out
 # ITL 13.9 / 14.9 %, throughput 15.9 / 20.3 %, energy 12.9 / 15.4 % (0.8: see the profile)
 BUSY_FRACTION_MIN = 0.8
+B200_CSV = Path(__file__).resolve().parent / "data" / "mlenergy_leaderboard_v3_b200.csv"
+METRICS = ("itl_median", "output_throughput", "energy_per_output_token", "power_total")
 
 
 def busy_fraction(row: Row, params: Params) -> float:
@@ -100,3 +118,52 @@ def fit_profile(
         power=start.power,
     )
     return profile, cal
+
+
+def _kind(row: Row) -> str:
+    """ "dense", "MoE" or "hybrid" (model.architecture's first word), on one GPU or several."""
+    arch = row.deployment.model.architecture.split(" ")[0]
+    return f"{arch} {'1-gpu' if row.deployment.num_gpus == 1 else 'n-gpu'}"
+
+
+def report() -> dict[str, Any]:
+    """MdAPE (median signed) per profile, busy/waiting split and kind of model (module doc)."""
+    rows = load_csv(B200_CSV).rows
+    start = load_profile("vllm")
+    busy = {id(r) for r in busy_rows(rows, Params(start.efficiency, start.power))}
+    out: dict[str, Any] = {}
+    for name in ("vllm", "vllm-blackwell"):
+        p = load_profile(name)
+        groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for r in rows:
+            split_name = "busy" if id(r) in busy else "waiting"
+            for o in observe([r], p.efficiency, p.power):
+                for part in ("all", split_name, f"{split_name} {_kind(r)}"):
+                    groups[(part, o.metric, "")].append(o.error)
+        out[name] = {
+            f"{part} {metric}": {
+                "rows": len(e),
+                "mdape_pct": round(100 * statistics.median(abs(x) for x in e), 1),
+                "median_signed_pct": round(100 * statistics.median(e), 1),
+            }
+            for (part, metric, _), e in sorted(groups.items())
+        }
+    return out
+
+
+def main() -> int:
+    figures = report()
+    print(f"{'rows (busy: from the vllm profile)':28} {'metric':24} {'n':>4} "
+          f"{'vllm':>15} {'vllm-blackwell':>15}")  # fmt: skip
+    for key, a in figures["vllm"].items():
+        b = figures["vllm-blackwell"][key]
+        part, metric = key.rsplit(" ", 1)
+        print(f"{part:28} {metric:24} {a['rows']:4d} "
+              f"{a['mdape_pct']:6.1f} ({a['median_signed_pct']:+5.1f}) "
+              f"{b['mdape_pct']:6.1f} ({b['median_signed_pct']:+5.1f})")  # fmt: skip
+    print(json.dumps({"benchmark": "b200_rows_by_busy_share", "profiles": figures}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
