@@ -33,6 +33,9 @@ One profile per engine and era the data separates (see calibrate/observations.py
   efficiency and the per-kernel, per-step and per-sequence host/launch overheads; MoE and power
   parameters keep `vllm`'s (no MoE or power rows on MI300X). Also held out: OCI's 405B static
   batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
+- `vllm-blackwell`: vLLM 0.11.1 on B200 (ML.ENERGY v3's B200 runs, benchmarks/data), every
+  third run held out, the power model not refitted (`power_of = "vllm"`); fitted by
+  benchmarks/fit_blackwell.py, whose docstring has the split, the rows the fit leaves out and why.
 - `sglang-2025h1`, `vllm-2025h1`: the DeepSeek-era kernels of SGLang 0.4 and vLLM 0.7-0.9 (early
   2025: Triton/FlashInfer/FlashMLA latent attention, Triton block-FP8 fused MoE), fitted on the
   DeepSeek-V3/R1 runs of benchmarks/data/deepseek_2025h1.csv: `mla_attention` and `fp8_moe`, from
@@ -76,6 +79,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import fit_blackwell
 from tokenprobe.calibrate import (
     DEFAULT_PARAMETERS,
     Params,
@@ -143,6 +147,21 @@ PROFILES: dict[str, dict[str, Any]] = {
             "kernel_overhead_s",
             "step_overhead_s",
             "seq_overhead_s",
+        ],
+    },
+    # vLLM 0.11's kernels on Blackwell (sm100): benchmarks/fit_blackwell.py
+    "vllm-blackwell": {
+        "holdout": [],  # every third run (calibrate.split), as for `vllm`
+        "version": "0.11.1 (ML.ENERGY v3 on B200)",
+        "engine": "vllm",
+        "start": "vllm",
+        "generation": "blackwell",
+        "fit": "busy",
+        # the steady-state rows see neither the routing skew nor the per-request host cost
+        "parameters": [
+            p
+            for p in DEFAULT_PARAMETERS
+            if not p.startswith(POWER_PREFIX) and p not in ("routing_skew", "request_overhead_s")
         ],
     },
     # DeepSeek-era kernels (benchmarks/data/deepseek_2025h1.csv): each era profile starts from its
@@ -256,6 +275,17 @@ def main(argv: list[str] | None = None) -> int:
             save_profile(profile, args.out_dir / f"{engine}.toml")
             print(f"\n{engine}: power refitted, {time.perf_counter() - t0:.0f} s")
             _print_errors(profile)
+            continue
+        if spec.get("fit") == "busy":  # vllm-blackwell (fit_blackwell.py): power not refitted
+            profile, cal = fit_blackwell.fit_profile(
+                rows, {"name": engine, **spec}, load_profile(spec["start"]), NOTES
+            )
+            save_profile(profile, args.out_dir / f"{engine}.toml")
+            print(f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
+                  f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+            print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
+            _print_errors(profile)
+            summary.append({"engine": engine, **cal.to_dict()})
             continue
         time_rows = [r for r in rows if r.source not in TRANSFER_SOURCES]
         start = None

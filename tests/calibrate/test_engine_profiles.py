@@ -19,8 +19,9 @@ from tokenprobe.calibrate import (
     shipped_profiles,
 )
 from tokenprobe.cli import app
+from tokenprobe.cost import gpu_generation
 from tokenprobe.errors import ConfigError, SchemaError
-from tokenprobe.hardware import VENDORS, get_gpu
+from tokenprobe.hardware import VENDORS, get_gpu, gpu_names
 from tokenprobe.sim import PRESETS, engine_defaults, engine_preset
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -29,11 +30,16 @@ runner = CliRunner()
 
 def test_every_preset_names_a_shipped_profile_fitted_for_that_engine_and_vendor() -> None:
     shipped = set(shipped_profiles())
+    generations = {gpu_generation(get_gpu(g)) for g in gpu_names()}
     for preset in PRESETS.values():
-        for vendor, name in preset.profiles.items():
-            assert vendor in VENDORS and name in shipped, (preset.name, vendor, name)
+        for key, name in preset.profiles.items():
+            # a vendor, or "<vendor>/<generation>" with a generation some catalog GPU has
+            vendor, _, generation = key.partition("/")
+            assert vendor in VENDORS and name in shipped, (preset.name, key, name)
+            assert not generation or generation in generations, (preset.name, key)
             profile = load_profile(name)
             assert (profile.engine, profile.vendor) == (preset.name, vendor)
+            assert profile.generation == generation, (preset.name, key)
     # and every shipped profile says which engine and vendor it was fitted for
     for name in shipped:
         p = load_profile(name)

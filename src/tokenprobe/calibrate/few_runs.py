@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from tokenprobe.calibrate.fit import Params, fit
 from tokenprobe.calibrate.observations import Row, observe
 from tokenprobe.calibrate.profile import load_profile, profile_name_for
+from tokenprobe.cost import gpu_generation
 from tokenprobe.errors import TokenprobeError
 
 MIN_SERIES_ROWS = 6
@@ -28,10 +29,12 @@ Errors = dict[str, dict[str, list[tuple[float, float]]]]
 
 
 def profile_of(row: Row) -> str | None:
-    """The shipped profile that prices this row: its engine's on its GPU's vendor
-    (`select_profile`: vLLM on MI300X is `vllm-rocm`); None where none ships."""
+    """The shipped profile that prices this row: its engine's on its GPU's vendor and generation
+    (`select_profile`: vLLM on MI300X is `vllm-rocm`, on B200 `vllm-blackwell`); None where none
+    ships."""
+    gpu = row.deployment.gpu
     try:
-        return profile_name_for(row.engine, row.deployment.gpu.vendor)
+        return profile_name_for(row.engine, gpu.vendor, gpu_generation(gpu))
     except TokenprobeError:  # an engine without a preset (e.g. the PyTorch profiler's rows)
         return None
 

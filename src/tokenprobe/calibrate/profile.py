@@ -6,6 +6,9 @@ File format (every section but [engine] optional; a key left out keeps the model
     name = "vllm"                  # the profile's name (engine and era)
     engine = "vllm"                # the engine preset it prices (tokenprobe.sim.PRESETS)
     vendor = "nvidia"              # GPU vendor whose kernels it was fitted on (hardware.VENDORS)
+    generation = "blackwell"       # optional: the GPU generation it was fitted on (catalog/
+                                   # energy.toml's names, `cost.gpu_generation`); "" = any
+    power_of = "vllm"              # optional: use this shipped profile's [power] (then no [power])
     version = "0.11.1"             # engine versions it was fitted on (free text)
     fitted_on = ["mlenergy_v3"]    # sources (tables) the fit used
     notes = "..."
@@ -39,10 +42,18 @@ exactly this format; `load_profile(save_profile(p))` == p.
 Shipped profiles live in `calibrate/profiles/<name>.toml` and are fitted by
 `benchmarks/fit_profiles.py` on shared/validation and benchmarks/data.
 
-Which profile prices a run: `select_profile(engine, vendor)`. An engine's kernels differ by
-era and by GPU vendor (vLLM on ROCm runs other attention, GEMM and all-reduce kernels than on
-CUDA), so each engine preset names its profile per vendor (`tokenprobe.sim.PRESETS`) and each
-profile says which engine and vendor it was fitted for.
+Which profile prices a run: `select_profile(engine, vendor, generation)`. An engine's kernels
+differ by era, by GPU vendor (vLLM on ROCm runs other attention, GEMM and all-reduce kernels than
+on CUDA) and by GPU generation (vLLM picks FlashInfer attention by default on Blackwell, SM 10.0,
+and FlashAttention elsewhere: vllm-project/vllm@1c0d9ecf:vllm/platforms/cuda.py; its GEMM and MoE
+kernels are sm100 builds and configs), so each engine preset names its
+profile per vendor and, where one is fitted, per vendor and generation (`tokenprobe.sim.PRESETS`),
+and each profile says which engine, vendor and generation it was fitted for.
+
+`power_of` names the shipped profile whose power model a profile uses unchanged: a profile fitted
+on another GPU generation's times keeps the power model fitted on H100 (issue 18: energy on a new
+GPU stays a transfer check), and follows that profile when it is refitted. It must name a shipped
+profile without a `power_of` of its own, and the file then has no [power] table.
 """
 
 from __future__ import annotations
@@ -62,10 +73,11 @@ from tokenprobe.cost import (
     MAX_ROUTING_SKEW,
     Efficiency,
     PowerModel,
+    gpu_generation,
 )
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import check_out_file, names_a_file, parse_toml, read_text
-from tokenprobe.hardware import VENDORS
+from tokenprobe.hardware import VENDORS, get_gpu, gpu_names
 from tokenprobe.sim import engine_preset
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
@@ -73,6 +85,8 @@ ENGINE_KEYS = {
     "name": str,
     "engine": str,
     "vendor": str,
+    "generation": str,
+    "power_of": str,
     "version": str,
     "fitted_on": list,
     "notes": str,
@@ -107,6 +121,8 @@ class Profile:
     version: str = ""
     engine: str = ""  # the engine preset it prices ("" = unstated)
     vendor: str = ""  # the GPU vendor it was fitted on ("" = unstated)
+    generation: str = ""  # the GPU generation it was fitted on ("" = any of the vendor's)
+    power_of: str = ""  # the shipped profile whose [power] it uses ("" = its own [power])
     fitted_on: tuple[str, ...] = ()
     notes: str = ""
     efficiency: Efficiency = DEFAULT_EFFICIENCY
@@ -205,6 +221,20 @@ def _fit(table: Any, origin: str) -> tuple[tuple[str, ...], tuple[FitError, ...]
     return tuple(params), _errors(items, origin)
 
 
+def _power_of(name: str, origin: str) -> PowerModel:
+    """The power model of the shipped profile `name` (engine.power_of)."""
+    if name not in shipped_profiles():
+        raise SchemaError(
+            origin, f"engine.power_of={name!r}: one of {', '.join(shipped_profiles())}"
+        )
+    other = _load_shipped(name)
+    if other.power_of:
+        raise SchemaError(
+            origin, f"engine.power_of={name!r} uses {other.power_of!r}'s power: name that one"
+        )
+    return other.power
+
+
 def parse_profile(text: str, origin: str = "<profile>") -> Profile:
     """A Profile from TOML text; SchemaError (naming `origin` and the key) on anything wrong."""
     doc = parse_toml(text, origin)
@@ -216,19 +246,35 @@ def parse_profile(text: str, origin: str = "<profile>") -> Profile:
     meta = {k: _typed(v, ENGINE_KEYS[k], f"engine.{k}", origin) for k, v in engine.items()}
     if meta.get("vendor", "") not in ("", *VENDORS):
         raise SchemaError(origin, f"engine.vendor={meta['vendor']!r} should be one of {VENDORS}")
+    if meta.get("generation", "") not in ("", *generations()):
+        raise SchemaError(
+            origin, f"engine.generation={meta['generation']!r}: one of {', '.join(generations())}"
+        )
     params, errors = _fit(doc.get("fit", {}), origin)
+    power_of = meta.get("power_of", "")
+    power = _power_of(power_of, origin) if power_of else _power(doc.get("power", {}), origin)
+    if power_of and "power" in doc:
+        raise SchemaError(origin, f"engine.power_of={power_of!r} and a [power] table: give one")
     return Profile(
         name=meta["name"],
         version=meta.get("version", ""),
         engine=meta.get("engine", ""),
         vendor=meta.get("vendor", ""),
+        generation=meta.get("generation", ""),
+        power_of=power_of,
         fitted_on=tuple(meta.get("fitted_on", ())),
         notes=meta.get("notes", ""),
         efficiency=_efficiency(doc.get("efficiency", {}), origin),
-        power=_power(doc.get("power", {}), origin),
+        power=power,
         parameters=params,
         errors=errors,
     )
+
+
+@functools.lru_cache(maxsize=1)
+def generations() -> tuple[str, ...]:
+    """The GPU generations a profile can name: those of the catalog's GPUs (cost.gpu_generation)."""
+    return tuple(sorted({gpu_generation(get_gpu(n)) for n in gpu_names()} - {""}))
 
 
 # ------------------------------------------------------------------------------ writing
@@ -255,7 +301,7 @@ def dumps_profile(profile: Profile) -> str:
     """The TOML text of a profile (only non-default parameters are not special: all are written)."""
     lines = ["# tokenprobe engine profile (tokenprobe.calibrate.profile documents the format)"]
     lines += ["[engine]", f"name = {_toml_value(profile.name)}"]
-    for key in ("engine", "vendor"):
+    for key in ("engine", "vendor", "generation", "power_of"):
         if getattr(profile, key):
             lines.append(f"{key} = {_toml_value(getattr(profile, key))}")
     lines.append(f"version = {_toml_value(profile.version)}")
@@ -267,11 +313,12 @@ def dumps_profile(profile: Profile) -> str:
         f"{f.name} = {_toml_value(float(getattr(profile.efficiency, f.name)))}"
         for f in fields(Efficiency)
     ]
-    lines += ["", "[power]"]
-    lines += [
-        f"{f.name} = {_toml_value(float(getattr(profile.power, f.name)))}"
-        for f in fields(PowerModel)
-    ]
+    if not profile.power_of:  # else the power is the named profile's (engine.power_of)
+        lines += ["", "[power]"]
+        lines += [
+            f"{f.name} = {_toml_value(float(getattr(profile.power, f.name)))}"
+            for f in fields(PowerModel)
+        ]
     lines += ["", "[fit]", f"parameters = {_toml_value(list(profile.parameters))}"]
     for e in profile.errors:
         lines += ["", "[[fit.error]]"]
@@ -318,26 +365,31 @@ def load_profile(name_or_path: str | Path) -> Profile:
     return _load_shipped(text)
 
 
-def select_profile(engine: str, vendor: str) -> Profile | None:
-    """The shipped profile that prices `engine` on a GPU of `vendor`, or None (model defaults).
+def select_profile(engine: str, vendor: str, generation: str = "") -> Profile | None:
+    """The shipped profile that prices `engine` on a GPU of `vendor` and `generation`
+    (`cost.gpu_generation`; "" = unknown), or None (model defaults).
 
     `engine` is an engine preset or alias ("vllm", "trt-llm") or a shipped profile's name (an
     era such as "vllm-2024", as `observations.engine_name` names rows). A shipped profile fitted
-    on this vendor (or on an unstated one) is taken as named; otherwise the engine's preset
-    names its profile for the vendor (`tokenprobe.sim.PRESETS`): vLLM on an AMD GPU is
-    `vllm-rocm`, whatever the era. An engine with no profile for the vendor gets None; an
-    unknown engine is a ConfigError.
+    on this vendor (or on an unstated one) is taken as named, except that the profile an engine's
+    preset names for the vendor gives way to the one it names for the vendor's generation
+    (`vllm` on a B200 is `vllm-blackwell`); otherwise the engine's preset names its profile for
+    the vendor (`tokenprobe.sim.PRESETS`): vLLM on an AMD GPU is `vllm-rocm`, whatever the era.
+    An engine with no profile for the vendor gets None; an unknown engine is a ConfigError.
     """
-    name = profile_name_for(engine, vendor)
+    name = profile_name_for(engine, vendor, generation)
     return _load_shipped(name) if name is not None else None
 
 
-def profile_name_for(engine: str, vendor: str) -> str | None:
+def profile_name_for(engine: str, vendor: str, generation: str = "") -> str | None:
     """The name `select_profile` loads (the profile itself need not be shipped yet)."""
     family = None
     if engine in shipped_profiles():
         named = _load_shipped(engine)
         if named.vendor in ("", vendor):
-            return engine
+            preset = engine_preset(named.engine or engine)
+            if preset.profiles.get(vendor) != engine:  # an era, or a generation's own profile
+                return engine
+            return preset.profile_for(vendor, generation) or engine
         family = named.engine or None
-    return engine_preset(family or engine).profiles.get(vendor)
+    return engine_preset(family or engine).profile_for(vendor, generation)

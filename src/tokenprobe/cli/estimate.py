@@ -18,6 +18,7 @@ from tokenprobe.cost import (
     Efficiency,
     Estimate,
     estimate,
+    gpu_generation,
 )
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
@@ -26,24 +27,26 @@ from tokenprobe.report import memory_rows
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = (
-    "Calibrated engine profile: vllm, vllm-2024, vllm-2025h1, vllm-rocm, sglang, sglang-2025h1, "
-    "tensorrt-llm or a TOML (default: the --engine's profile for the GPU's vendor)"
+    "Calibrated engine profile: vllm, vllm-2024, vllm-2025h1, vllm-rocm, vllm-blackwell, sglang, "
+    "sglang-2025h1, tensorrt-llm or a TOML (default: the --engine's profile for the GPU)"
 )
 ENGINE_PROFILE_HELP = (
     "Engine (or engine era: sglang-2025h1 = SGLang 0.4, vllm-2025h1 = vLLM 0.7-0.9) whose "
-    "shipped profile prices the run on this GPU's vendor (vllm on mi300x: vllm-rocm); "
+    "shipped profile prices the run on this GPU's vendor and generation (vllm on mi300x: "
+    "vllm-rocm, on b200: vllm-blackwell); "
     "--profile overrides"
 )
 
 
 def engine_profile(engine: str | None, profile: str | None, gpu: str) -> Profile | None:
     """--profile when given, else the shipped profile of --engine for the GPU's vendor
-    (`calibrate.select_profile`), else None (the model's default parameters)."""
+    and generation (`calibrate.select_profile`), else None (the model's default parameters)."""
     if profile is not None:
         return load_profile(profile)
     if engine is None:
         return None
-    return select_profile(engine, get_gpu(gpu).vendor)
+    spec = get_gpu(gpu)
+    return select_profile(engine, spec.vendor, gpu_generation(spec))
 
 
 # the rule of cost.make_deployment: fp8 W8A8 engines keep an fp8 cache, the rest 16-bit

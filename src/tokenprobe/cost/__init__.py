@@ -13,6 +13,7 @@ from tokenprobe.cost.efficiency import (
     Efficiency,
 )
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
+from tokenprobe.cost.energy_figures import gpu_generation
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -105,6 +106,7 @@ __all__ = [
     "estimate",
     "estimate_deployment",
     "gang_step",
+    "gpu_generation",
     "host_base_power_w",
     "host_gap_power_w",
     "host_time_s",

@@ -174,3 +174,11 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
     dram = float(doc["memory"][memory]["dram_pj_per_bit"]) * PICO * BITS_PER_BYTE
     link_j = _link_j(doc, gpu.link.kind)
     return EnergyFigures(generation, memory, tensor, dram, link_j, source, op_j, dequant)
+
+
+def gpu_generation(gpu: GpuSpec) -> str:
+    """The generation catalog/energy.toml maps `gpu` to ("hopper", "blackwell", "cdna3", ...), or
+    "" for a GPU it does not map (a user's file): engine profiles are fitted per generation
+    (calibrate.select_profile), since an engine runs other kernels on each."""
+    entry = _catalog()["gpu"].get(gpu.name)
+    return str(entry["generation"]) if entry is not None else ""

@@ -21,9 +21,10 @@ the flags of each serving command on top (`tokenprobe.calibrate.serving`).
 
 `PRESETS` is the one registry of engines: each `EnginePreset` names the engine, its aliases, the
 serving-command flags that set its batch limits and KV memory, and the shipped cost profile
-(calibrate/profiles/<name>.toml) fitted for it on each GPU vendor, which `calibrate.select_profile`
-loads (`simulate --engine vllm --gpu mi300x` prices with `vllm-rocm`). The scheduler defaults
-are `engine_defaults` below.
+(calibrate/profiles/<name>.toml) fitted for it on each GPU vendor, and on a vendor's GPU generation
+where its kernels there need their own (`"nvidia/blackwell"`), which `calibrate.select_profile`
+loads (`simulate --engine vllm --gpu mi300x` prices with `vllm-rocm`, `--gpu b200` with
+`vllm-blackwell`). The scheduler defaults are `engine_defaults` below.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class EnginePreset:
     `flags` maps a SchedulerConfig field (max_num_seqs, max_num_batched_tokens,
     gpu_memory_utilization) to the command-line spellings that set it, first match wins.
     `profiles` maps a GPU vendor (hardware.VENDORS) to the shipped profile fitted for this
-    engine's kernels there; a vendor without one is priced with the model's defaults.
+    engine's kernels there; a vendor without one is priced with the model's defaults. A key
+    "<vendor>/<generation>" (a generation of catalog/energy.toml, `cost.gpu_generation`) names
+    the profile for that generation's GPUs, which runs before the vendor's (`profile_for`).
     `eras` maps an era's name (a shipped profile of that name prices it) to the version prefixes
     it covers: versions whose kernels differ enough to need their own efficiencies (SGLang 0.4's
     and vLLM 0.7-0.9's MLA and block-FP8 MoE kernels, early 2025); an era name is also a name of
@@ -58,6 +61,11 @@ class EnginePreset:
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     profiles: Mapping[str, str] = field(default_factory=dict)
     eras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def profile_for(self, vendor: str, generation: str = "") -> str | None:
+        """The profile for a GPU of `vendor` and `generation`: the generation's, else the
+        vendor's, else None."""
+        return self.profiles.get(f"{vendor}/{generation}", self.profiles.get(vendor))
 
     def era_of(self, version: str) -> str | None:
         """The era whose version prefixes match `version` ("0.4.3.post2", "v0.7.0"), or None."""
@@ -74,8 +82,9 @@ PRESETS = {
             "max_num_batched_tokens": ("--max-num-batched-tokens",),
             "gpu_memory_utilization": ("--gpu-memory-utilization",),
         },
-        # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables
-        {"nvidia": "vllm", "amd": "vllm-rocm"},
+        # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables;
+        # vllm-blackwell: vLLM 0.11 on B200 (sm100 kernels), fitted on ML.ENERGY's B200 runs
+        {"nvidia": "vllm", "nvidia/blackwell": "vllm-blackwell", "amd": "vllm-rocm"},
         # 0.7.0 (Jan 2025) brought MLA and block-FP8 fused MoE for DeepSeek-V3/R1 (vLLM release
         # notes); 0.10 (Jul 2025) is where the `vllm` profile's data starts
         {"vllm-2025h1": ("0.7.", "0.8.", "0.9.")},
