@@ -6,6 +6,7 @@ the default that must price exactly what the plain all-to-all priced before."""
 
 from __future__ import annotations
 
+import dataclasses
 from math import comb
 
 import pytest
@@ -14,6 +15,7 @@ from tokenprobe.cost import (
     BatchShape,
     EpComm,
     ep_comm_from_flags,
+    estimate,
     gang_step,
     make_deployment,
     rank_work_s,
@@ -170,3 +172,38 @@ def test_a_bad_setting_names_its_field(field: str, value: object) -> None:
     with pytest.raises(ConfigError) as err:
         EpComm(**{field: value})  # type: ignore[arg-type]
     assert str(value) in str(err.value)
+
+
+@pytest.mark.parametrize("ep", [8, 16, 32, 64])
+def test_dedup_never_sends_more_over_the_nic_and_a_faster_nic_never_slows(ep: int) -> None:
+    """Union bound: a node is reached with at most k x (its experts)/E = k d / n, so (m − 1)
+    p_dom <= k (n − d) / n, the per-expert copies; and each hop's time falls as the NIC's rate
+    rises (a GPU of the same kind with an 800 Gb/s NIC)."""
+    nodes = max(1, ep // 8)
+    dep = _dsv3(EpComm(backend="deepep", mode="normal"), tp=ep, nodes=nodes)
+    _, nic = copies_per_token(dep, "normal")  # type: ignore[arg-type]
+    _, nic_plain = copies_per_token(dep, "all-to-all")  # type: ignore[arg-type]
+    assert nic <= nic_plain + 1e-12
+    gpu = dep.gpu  # type: ignore[attr-defined]
+    topo = dataclasses.replace(gpu.topology, nic_bytes_per_s=2 * gpu.topology.nic_bytes_per_s)
+    fast = dataclasses.replace(dep, gpu=dataclasses.replace(gpu, topology=topo))
+    for tokens, prefill in ((16_384, True), (128, False)):
+        slow_s = sum(exchange_parts_s(dep, tokens, prefill))  # type: ignore[arg-type]
+        fast_s = sum(exchange_parts_s(fast, tokens, prefill))
+        assert fast_s <= slow_s
+        if nodes > 1:
+            assert fast_s < slow_s
+
+
+def test_estimate_takes_the_back_end_and_says_which_ran() -> None:
+    kw = dict(input_tokens=4096, output_tokens=256, batch=128, tp=32, expert_parallel=True,
+              attention_dp=True, weight_dtype="fp8")  # fmt: skip
+    plain = estimate("deepseek-v3", "h100-sxm", **kw)  # type: ignore[arg-type]
+    tbo = estimate("deepseek-v3", "h100-sxm", **kw, ep_comm=DEEPEP_TBO)  # type: ignore[arg-type]
+    assert tbo.ttft_s < plain.ttft_s and tbo.tpot_s <= plain.tpot_s
+    comm = tbo.to_dict()["communication"]
+    assert (comm["prefill"]["ep_kernels"], comm["decode_step"]["ep_kernels"]) == (
+        "normal",
+        "low-latency",
+    )
+    assert "two-batch overlap" in comm["prefill"]["ep_backend"]
