@@ -44,10 +44,9 @@ from dataclasses import dataclass
 
 from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.epcomm import exchange_parts_s, overlapped_s
+from tokenprobe.cost.epcomm import exchange_layers, exchange_parts_s, overlapped_s
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
-    dispatch_volume,
     host_time_s,
     offload_step_s,
     op_costs,
@@ -111,11 +110,11 @@ def shared_parts_s(
     """(routed experts and host-link offload, EP exchange) seconds of shared_moe_s."""
     ops = op_costs(dep, BatchShape(decode_seqs=tokens))  # the experts see only the token count
     experts = sum(op.time_s for op in ops if op.name in SHARED_OPS)
-    a2a_count = dispatch_volume(dep, 0.0)[1]
+    layers = exchange_layers(dep)
     a2a = 0.0
-    if a2a_count:  # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
+    if layers:  # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
         intra, inter = exchange_parts_s(dep, max_rank_tokens / dep.dense_tp, prefill)
-        a2a = a2a_count // 2 * (intra + inter)
+        a2a = layers * (intra + inter)
     return float(experts * dep.pp + offload_step_s(dep)), float(a2a)
 
 

@@ -75,6 +75,7 @@ from tokenprobe.errors import ConfigError
 
 if TYPE_CHECKING:
     from tokenprobe.cost.deployment import Deployment
+    from tokenprobe.cost.shape import BatchShape
 
 BACKENDS = ("all-to-all", "deepep")
 MODES = ("auto", "normal", "low-latency")  # DeepEP kernels (SGLang --deepep-mode)
@@ -250,6 +251,46 @@ def physical_experts(dep: Deployment) -> int:
     """Routed experts placed over the EP GPUs: the model's plus EPLB's redundant copies."""
     moe = dep.model.moe
     return 0 if moe is None else moe.num_experts + dep.ep_comm.redundant_experts
+
+
+def exchange_layers(dep: Deployment) -> int:
+    """MoE layers whose tokens are dispatched and combined under attention DP + EP (0 without)."""
+    if not (dep.attention_dp and dep.model.moe is not None and dep.tp > 1):
+        return 0
+    return sum(n for spec, n in dep.model.layer_groups if spec.moe)
+
+
+def ep_exchange_s(dep: Deployment, shape: BatchShape) -> Any:
+    """Seconds of one pass's expert-parallel dispatches and combines under attention DP (0
+    otherwise): each GPU's share of the tokens, every MoE layer, priced by the deployment's EP
+    back end (cost/epcomm.py; the plain all-to-all by default)."""
+    layers = exchange_layers(dep)
+    if not layers:
+        return 0.0
+    intra, inter = exchange_parts_s(dep, shape.tokens / dep.tp, has_prefill(shape))
+    return layers * (intra + inter)
+
+
+def has_prefill(shape: BatchShape) -> bool:
+    """Whether a step carries prompt tokens (SGLang's DeepEP `auto` mode picks its kernels by
+    it: cost/epcomm.py)."""
+    return bool(np.any(np.asarray(shape.prefill_tokens) > 0))
+
+
+def ep_exchange_breakdown(dep: Deployment, shape: BatchShape, moe_layers: int) -> dict[str, Any]:
+    """comm_breakdown's all-to-all entries re-priced by the EP back end: bytes one GPU sends
+    per dispatch + combine pair and over its NIC, seconds inside the domain and over the NICs."""
+    tokens, prefill = shape.tokens / dep.tp, has_prefill(shape)
+    hops = hop_bytes(dep, tokens, prefill)
+    intra, inter = exchange_parts_s(dep, tokens, prefill)
+    return {
+        "alltoall_bytes": sum(link + nic for link, nic in hops) / 2,
+        "alltoall_inter_node_bytes": sum(nic for _, nic in hops) / 2,
+        "alltoall_s": moe_layers * (intra + inter),
+        "ep_backend": dep.ep_comm.label(),
+        "ep_kernels": ep_kernels(dep, prefill),
+        "ep_dispatch_bytes_per_element": dispatch_bytes_per_element(dep),
+    }
 
 
 # Engine flags that set the EP back end (`ep_comm_from_flags`). SGLang (server_args.py of

@@ -31,9 +31,11 @@ from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
 from tokenprobe.cost.energy_figures import energy_figures
 from tokenprobe.cost.epcomm import (
-    dispatch_bytes_per_element,
-    ep_kernels,
+    ep_exchange_breakdown,
+    ep_exchange_s,
+    exchange_layers,
     exchange_parts_s,
+    has_prefill,
     hop_bytes,
     overlapped_s,
 )
@@ -211,22 +213,6 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
     return {**out, "host_offload_s": offload_step_s(dep)}
 
 
-def ep_exchange_breakdown(dep: Deployment, shape: BatchShape, moe_layers: int) -> dict[str, Any]:
-    """comm_breakdown's all-to-all entries re-priced by the EP back end: bytes one GPU sends
-    per dispatch + combine pair and over its NIC, seconds inside the domain and over the NICs."""
-    tokens, prefill = shape.tokens / dep.tp, has_prefill(shape)
-    hops = hop_bytes(dep, tokens, prefill)
-    intra, inter = exchange_parts_s(dep, tokens, prefill)
-    return {
-        "alltoall_bytes": sum(link + nic for link, nic in hops) / 2,
-        "alltoall_inter_node_bytes": sum(nic for _, nic in hops) / 2,
-        "alltoall_s": moe_layers * (intra + inter),
-        "ep_backend": dep.ep_comm.label(),
-        "ep_kernels": ep_kernels(dep, prefill),
-        "ep_dispatch_bytes_per_element": dispatch_bytes_per_element(dep),
-    }
-
-
 def _comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, int]:
     """(all-reduce bytes, all-reduces, all-to-all bytes, all-to-alls) of one pass."""
     act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
@@ -250,11 +236,10 @@ def dispatch_volume(dep: Deployment, rank_act_bytes: Any) -> tuple[Any, int]:
     them, and vLLM cuts them into tp-rank shards so none is sent twice
     (vllm-project/vllm vllm/config/parallel.py `use_sequence_parallel_moe`: EP, TP > 1 and
     DP > 1 with the DeepEP or all-gather back ends)."""
-    moe = dep.model.moe
-    if not (dep.attention_dp and moe is not None and dep.tp > 1):
+    moe, layers = dep.model.moe, exchange_layers(dep)
+    if moe is None or not layers:
         return 0.0, 0
-    moe_layers = sum(n for spec, n in dep.model.layer_groups if spec.moe)
-    return rank_act_bytes * moe.experts_per_token * (dep.tp - 1) / dep.tp, 2 * moe_layers
+    return rank_act_bytes * moe.experts_per_token * (dep.tp - 1) / dep.tp, 2 * layers
 
 
 def offload_step_s(dep: Deployment) -> float:
@@ -263,23 +248,6 @@ def offload_step_s(dep: Deployment) -> float:
     if dep.cpu_offload_bytes <= 0:
         return 0.0
     return dep.pp * dep.cpu_offload_bytes / dep.gpu.host_bytes_per_s
-
-
-def ep_exchange_s(dep: Deployment, shape: BatchShape) -> Any:
-    """Seconds of one pass's expert-parallel dispatches and combines under attention DP (0
-    otherwise): each GPU's share of the tokens, every MoE layer, priced by the deployment's EP
-    back end (cost/epcomm.py; the plain all-to-all by default)."""
-    a2a_count = dispatch_volume(dep, 0.0)[1]
-    if not a2a_count:
-        return 0.0
-    intra, inter = exchange_parts_s(dep, shape.tokens / dep.tp, has_prefill(shape))
-    return a2a_count // 2 * (intra + inter)
-
-
-def has_prefill(shape: BatchShape) -> bool:
-    """Whether a step carries prompt tokens (SGLang's DeepEP `auto` mode picks its kernels by
-    it: cost/epcomm.py)."""
-    return bool(np.any(np.asarray(shape.prefill_tokens) > 0))
 
 
 def exposed_comm_s(dep: Deployment, shape: BatchShape, gpu_s: Any) -> Any:
