@@ -28,6 +28,10 @@ def _busy_s(flags: list[str]) -> float:
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["completed"] == 40
+    said = data["data_parallel"]["ep_backend"]
+    assert ("deepep" in said) == ("deepep" in flags) and ("overlap" in said) == bool(
+        {"--enable-two-batch-overlap", "--enable-dbo"} & set(flags)
+    )
     return float(data["data_parallel"]["gang_busy_s"])
 
 

@@ -53,6 +53,11 @@ the other computes (LMSYS blog, "Two-batch Overlap"), so a step takes max(GPU wo
 communication) instead of their sum (cost.step / cost.dpep apply it); the micro-batches' lower
 kernel efficiency at small batches (the blog's −27 % at 32 tokens a GPU) is not modelled.
 
+DeepGEMM's grouped GEMMs (contiguous layout after a normal dispatch, masked layout after a
+low-latency one: LMSYS blog, "DeepGEMM Integration") are not a term of their own: the experts'
+kernels run at the profile's `moe_compute` / `fp8_moe` rates, and the masked layout's padding
+of each expert's rows to a tile only adds FLOP to steps whose expert reads bound them anyway.
+
 Redundant experts (`redundant_experts`, SGLang `--ep-num-redundant-experts`, vLLM
 `--eplb-config.num_redundant_experts`): EPLB places E + r physical experts (DeepSeek-V3: 256 + 32
 = 288, which 72 GPUs divide; LMSYS blog, "Expert Parallelism Load Balancer"), each GPU holding

@@ -143,6 +143,7 @@ class DpEpResult:
             "gang_steps": self.steps,
             "gang_busy_s": self.busy_s,
             "shared_moe_s": self.shared_s,
+            "ep_backend": self.config.get("ep_backend"),
             "wait_s_total": sum(waits),
             "wait_fraction": sum(waits) / (len(waits) * self.busy_s) if self.busy_s else None,
             "dummy_steps": sum(r.dummy_steps for r in self.ranks),
@@ -216,6 +217,7 @@ def run_dpep(
         **(meta or {}),
         "data_parallel_size": ranks,
         "expert_parallel": True,
+        "ep_backend": dep.ep_comm.label(),  # how the MoE layers move tokens (cost/epcomm.py)
         "router": router,
         "seed": seed,
         "num_gpus": dep.num_gpus,
