@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ep_replay import ep_comm_for, gang_decode_s, gang_prefill_s
 from tokenprobe.calibrate import load_profile, profile_name_for
 from tokenprobe.calibrate.observations import (
     SkipRowError,
@@ -61,6 +62,7 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.errors import TokenprobeError
+from tokenprobe.model import get_model
 from tokenprobe.sim import simulate, simulate_fleet
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, RequestSpec, fixed
@@ -240,17 +242,41 @@ def predict_pd(
 def predict_dpep(row: Mapping[str, str], params: str) -> tuple[dict[str, float], str]:
     if row.get("attention_dp") != "1":
         raise SkipRowError("not a DP-attention deployment")
-    dep = deployment(row, params, expert_parallel=True, attention_dp=True)
+    ep = ep_comm_for(row, _experts(row))  # DeepEP, two-batch overlap, EPLB (ep_replay.py)
+    dep = deployment(row, params, expert_parallel=True, attention_dp=True, ep_comm=ep)
     phase = row["phase"]
-    if phase == "prefill":
+    said = f"; EP {ep.label()}"
+    if phase == "prefill":  # the ranks stepping together (ep_replay.gang_prefill_s)
         isl, batch = int_field(row, "isl"), int_field(row, "batch_size")
-        t_s = step_cost(dep, BatchShape.prefill(isl, batch)).time_s
-        return {"throughput": isl * batch / t_s / int_field(row, "nodes")}, "one prefill pass"
+        t_s = gang_prefill_s(dep, isl, batch)
+        tok_s = isl * batch / t_s / int_field(row, "nodes")
+        return {"throughput": tok_s}, "one prefill pass of the ranks" + said
     if phase == "decode":
-        return _decode_throughput(row, dep, None), "one decode step"
+        return _gang_decode_throughput(row, dep), "one decode step of the ranks" + said
     if phase == "serving":
-        return _serve_adp(row, dep), "simulated, ranks balanced"
+        return _serve_adp(row, dep), "simulated, ranks balanced" + said
     raise SkipRowError(f"phase {phase!r} not replayed for dpep")
+
+
+def _experts(row: Mapping[str, str]) -> int | None:
+    """The row's model's routed experts (None: not an MoE model or not in the catalog)."""
+    try:
+        moe = get_model(row.get("model_hf_id") or row["model"]).moe
+    except TokenprobeError:
+        return None
+    return None if moe is None else moe.num_experts
+
+
+def _gang_decode_throughput(row: Mapping[str, str], dep: Deployment) -> dict[str, float]:
+    """_decode_throughput's figure from the ranks' step (ep_replay.gang_decode_s): at the
+    row's KV length, or at the mean context of its output positions (isl + osl / 2: a decode
+    step is linear in its context)."""
+    batch, isl = int_field(row, "batch_size"), int_field(row, "isl")
+    ctx = isl + (int_field(row, "osl") // 2 if row.get("osl") else 0)
+    total = batch / gang_decode_s(dep, batch, ctx)
+    scope = next((c for c in THROUGHPUT_COLUMNS["decode"] if row.get(c)), "output_tok_s")
+    per = {"output_tok_s_per_node": int_field(row, "nodes"), "output_tok_s_per_gpu": dep.num_gpus}
+    return {"throughput": total / per.get(scope, 1)}
 
 
 def _decode_throughput(

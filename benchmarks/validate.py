@@ -13,7 +13,9 @@ without a profile keep the defaults), then the errors by profile on the sources 
 its fit, then each profile's own record of its fit (fitted vs held-out, before -> after). Rows
 that cannot be run are counted by reason. Last, unless --no-deployments, the public runs of PD
 disaggregation, DP-attention + EP and speculative decoding in benchmarks/data/deployments are
-replayed (benchmarks/validate_deployments.py; --deployments NAME selects files, else --only does).
+replayed (benchmarks/validate_deployments.py; --deployments NAME selects files, else --only does),
+and the data-parallel rows skipped above through the DP+EP simulator
+(benchmarks/validate_dp_rows.py).
 
 The validation folder is `--data-dir DIR`, else $TOKENPROBE_VALIDATION_DIR, else
 `../shared/validation` beside the repository root (benchmarks/validation_data.py; a clone without
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import validate_deployments
+import validate_dp_rows
 import validate_power
 from tokenprobe.calibrate import (
     GroupError,
@@ -347,9 +350,11 @@ def run(args: argparse.Namespace) -> int:
     for reason, n in data.skipped.most_common():
         print(f"  {n:5d}  {reason}")
     # issue 17: PD disaggregation, DP-attention + EP and speculative decoding, replayed
-    deployments = None
+    deployments = dp_rows = None
     if not args.no_deployments:
         deployments = validate_deployments.section(args.deployments or args.only)
+        # the data-parallel rows skipped above, through the DP+EP simulator (held out)
+        dp_rows = validate_dp_rows.section(args.only)
     print(
         json.dumps(
             {
@@ -362,6 +367,7 @@ def run(args: argparse.Namespace) -> int:
                 "profile_fits": records,
                 "skipped": dict(data.skipped),
                 "deployments": deployments,
+                "dp_rows": dp_rows,
             }
         )
     )

@@ -165,6 +165,7 @@ def test_every_deployment_field_is_written() -> None:
     values |= dict(efficiency={"memory": 0.5}, power={"dvfs_exponent": 2.0})
     values |= dict(power_limit_w=300.0, engine="sglang", scheduler={"max_num_seqs": 8})
     values |= dict(spec_decode="mtp:2", spec_acceptance=0.8)
+    values |= dict(ep_comm={"backend": "deepep", "overlap": True})
     assert set(values) == {f.name for f in fields(DeploymentConfig)}  # this test knows them all
     dc = DeploymentConfig(**values)  # type: ignore[arg-type]
     doc = RunConfig("measured", deployment=dc, seed=0).to_dict()

@@ -9,6 +9,13 @@ from rich.text import Text
 
 from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.ep_options import (
+    A2aBackendOption,
+    DeepepModeOption,
+    OverlapOption,
+    RedundantOption,
+    ep_comm_option,
+)
 from tokenprobe.cli.fleet_options import render_kv_transfer_stage
 from tokenprobe.cli.render import Col, print_side_by_side, print_table, prose
 from tokenprobe.cli.spec_options import SpecAcceptanceOption, SpecDecodeOption, spec_of
@@ -106,6 +113,10 @@ def estimate_cmd(
         bool,
         typer.Option(help="With --expert-parallel: attention data-parallel (vLLM DP + EP)"),
     ] = False,
+    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    deepep_mode: DeepepModeOption = "auto",
+    two_batch_overlap: OverlapOption = False,
+    ep_redundant_experts: RedundantOption = 0,
     weight_dtype: Annotated[
         str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
     ] = "bf16",
@@ -195,6 +206,9 @@ def estimate_cmd(
             num_gpus=num_gpus,
             expert_parallel=expert_parallel,
             attention_dp=attention_dp,
+            ep_comm=ep_comm_option(
+                moe_a2a_backend, deepep_mode, two_batch_overlap, ep_redundant_experts
+            ),
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,
             kv_dtype=kv_dtype,

@@ -94,7 +94,8 @@ def render_data_parallel(d: dict[str, Any]) -> None:
     print_table(title + f"GPUs) behind the {d['router']} router", RANK_COLUMNS, rows)
     prose(
         f"{dp['gang_steps']:,} steps together over {fmt_s(dp['gang_busy_s'])}, of which "
-        f"{fmt_s(dp['shared_moe_s'])} in the shared MoE layers; the ranks waited for the slowest "
+        f"{fmt_s(dp['shared_moe_s'])} in the shared MoE layers ({dp.get('ep_backend')} "
+        "exchange); the ranks waited for the slowest "
         f"{_num(100 * (dp['wait_fraction'] or 0.0), 1)} % of it; imbalance (max / mean): "
         f"requests {_num(d['imbalance']['requests_max_over_mean'], 3)}",
         markup=False,

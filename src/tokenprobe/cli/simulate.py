@@ -18,6 +18,13 @@ from tokenprobe.cli.dataset_workload import (
     TOKENIZER_URL_HELP,
     dataset_workload,
 )
+from tokenprobe.cli.ep_options import (
+    A2aBackendOption,
+    DeepepModeOption,
+    OverlapOption,
+    RedundantOption,
+    ep_comm_option,
+)
 from tokenprobe.cli.estimate import (
     KV_DTYPE_HELP,
     PROFILE_HELP,
@@ -211,6 +218,10 @@ def simulate_cmd(
     decode_tp: DecodeTpOption = None,
     dp: DpOption = 1,
     enable_expert_parallel: EnableEpOption = False,
+    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    deepep_mode: DeepepModeOption = "auto",
+    two_batch_overlap: OverlapOption = False,
+    ep_redundant_experts: RedundantOption = 0,
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
@@ -325,6 +336,8 @@ def simulate_cmd(
             model, gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             efficiency=p.efficiency if p else None, power=p.power if p else None,
             nodes=nodes, gpus_per_node=gpus_per_node, **layout,
+            ep_comm=ep_comm_option(moe_a2a_backend, deepep_mode, two_batch_overlap,
+                                   ep_redundant_experts),
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),

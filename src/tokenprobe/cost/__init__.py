@@ -5,7 +5,15 @@ from __future__ import annotations
 from tokenprobe.cost.api import estimate, resolve_parallelism
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s, transfer_time_s
 from tokenprobe.cost.deployment import Deployment, make_deployment
-from tokenprobe.cost.dpep import DUMMY_BATCH, GangStep, gang_step, rank_work_s, shared_moe_s
+from tokenprobe.cost.dpep import (
+    DUMMY_BATCH,
+    GangStep,
+    gang_step,
+    gang_time_s,
+    rank_work_s,
+    shared_moe_s,
+    shared_parts_s,
+)
 from tokenprobe.cost.efficiency import (
     DEFAULT_EFFICIENCY,
     MAX_OVERHEAD_S,
@@ -14,6 +22,7 @@ from tokenprobe.cost.efficiency import (
 )
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.energy_figures import gpu_generation
+from tokenprobe.cost.epcomm import DEFAULT_EP_COMM, EpComm, ep_comm_from_flags
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -70,6 +79,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_ENGINE_INIT_S",
+    "DEFAULT_EP_COMM",
     "DEFAULT_POWER",
     "DUMMY_BATCH",
     "MAX_OVERHEAD_S",
@@ -85,6 +95,7 @@ __all__ = [
     "Deployment",
     "Efficiency",
     "EnergyPrices",
+    "EpComm",
     "Estimate",
     "GangStep",
     "HostModel",
@@ -103,9 +114,11 @@ __all__ = [
     "compute_bound_batch",
     "draft_fraction",
     "draft_passes",
+    "ep_comm_from_flags",
     "estimate",
     "estimate_deployment",
     "gang_step",
+    "gang_time_s",
     "gpu_generation",
     "host_base_power_w",
     "host_gap_power_w",
@@ -125,6 +138,7 @@ __all__ = [
     "resolve_parallelism",
     "send_time_s",
     "shared_moe_s",
+    "shared_parts_s",
     "spec_step",
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",

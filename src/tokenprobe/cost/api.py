@@ -7,6 +7,7 @@ from dataclasses import replace
 from tokenprobe.cost.deployment import MAX_GPUS, make_deployment
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import EnergyPrices, PowerModel, host_base_power_w
+from tokenprobe.cost.epcomm import EpComm
 from tokenprobe.cost.estimate import Estimate, Workload, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -99,6 +100,7 @@ def estimate(
     spec_decode: SpecDecode | None = None,
     host_power: bool = False,
     disaggregate: str | None = None,
+    ep_comm: EpComm | None = None,
 ) -> Estimate:
     """Estimate one static batch of identical requests; `.to_dict()` is `--json`'s output.
 
@@ -110,7 +112,8 @@ def estimate(
     adds the host's base power (hosts.toml `base_power_w`) to every energy figure, the basis
     becoming "GPU + host" (cost.energy.EnergyPrices). `disaggregate` ("1p1d"): prefill and
     decode on workers of this deployment, the prompts' KV moved between them as a stage of its
-    own (`stages.kv_transfer`, cost/kvtransfer.py), added to TTFT."""
+    own (`stages.kv_transfer`, cost/kvtransfer.py), added to TTFT. `ep_comm`: the MoE layers'
+    EP back end under attention DP (cost/epcomm.py; default the plain all-to-all)."""
     names = {"weight_dtype": weight_dtype, "act_dtype": act_dtype, "kv_dtype": kv_dtype}
     _check_kinds(model, gpu, {**names, "host": host}, efficiency, power)
     workload = Workload(input_tokens=input_tokens, output_tokens=output_tokens, batch=batch)
@@ -132,6 +135,7 @@ def estimate(
         cpu_offload_bytes=cpu_offload_bytes,
         nodes=nodes,
         gpus_per_node=gpus_per_node,
+        ep_comm=ep_comm,
     )
     host_model = HostModel(
         network_rtt_s=network_rtt_s,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from tokenprobe.cost.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tokenprobe.cost.energy import DEFAULT_POWER, PowerModel
+from tokenprobe.cost.epcomm import DEFAULT_EP_COMM, EpComm
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import GpuSpec, get_gpu
@@ -67,11 +68,15 @@ class Deployment:
     cpu_offload_bytes: float = 0.0  # weights per GPU kept in host memory (vLLM --cpu-offload-gb)
     nodes: int | None = None  # servers the replica spans; None: the fewest that hold it
     gpus_per_node: int | None = None  # None: the GPU's catalog topology
+    ep_comm: EpComm = DEFAULT_EP_COMM  # EP dispatch/combine back end, overlap, EPLB (epcomm.py)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ep_comm, EpComm):
+            raise ConfigError("ep_comm", self.ep_comm, "an EpComm (cost/epcomm.py)")
         _check_parallelism(
-            self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp, self.dp_ranks
-        )
+            self.model, self.tp, self.pp, self.expert_parallel, self.attention_dp, self.dp_ranks,
+            self.ep_comm.redundant_experts,
+        )  # fmt: skip
         per_node, nodes = _placement(self.gpu, self.tp, self.pp, self.nodes, self.gpus_per_node)
         object.__setattr__(self, "gpus_per_node", per_node)
         object.__setattr__(self, "nodes", nodes)
@@ -168,6 +173,7 @@ def _check_parallelism(
     expert_parallel: bool,
     attention_dp: bool = False,
     dp_ranks: int | None = None,
+    redundant_experts: int = 0,
 ) -> None:
     for name, value in (("tp", tp), ("pp", pp)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_GPUS:
@@ -201,12 +207,17 @@ def _check_parallelism(
     if expert_parallel:
         if model.moe is None:
             raise ConfigError("expert_parallel", True, f"{model.name} has no experts")
-        if model.moe.num_experts % tp:
+        physical = model.moe.num_experts + redundant_experts  # EPLB's copies (epcomm.py)
+        if physical % tp:
+            extra = f" + {redundant_experts} redundant" if redundant_experts else ""
             raise ConfigError(
                 "tp",
                 tp,
-                f"must divide the {model.moe.num_experts} experts under expert parallelism",
+                f"must divide the {model.moe.num_experts}{extra} experts under expert "
+                "parallelism (EPLB's redundant experts can make it: --ep-num-redundant-experts)",
             )
+    elif redundant_experts:
+        raise ConfigError("redundant_experts", redundant_experts, "0 without expert parallelism")
 
 
 def _count(name: str, value: object) -> int:
@@ -270,6 +281,7 @@ def make_deployment(
     cpu_offload_bytes: float = 0.0,
     nodes: int | None = None,
     gpus_per_node: int | None = None,
+    ep_comm: EpComm | None = None,
 ) -> Deployment:
     """Resolve names to specs and dtypes. Activations default to what the weight format computes
     in (precision.DEFAULT_ACTIVATION); the KV cache defaults to 16-bit, except fp8 W8A8 whose
@@ -295,4 +307,5 @@ def make_deployment(
         cpu_offload_bytes=cpu_offload_bytes,
         nodes=nodes,
         gpus_per_node=gpus_per_node,
+        ep_comm=ep_comm or DEFAULT_EP_COMM,
     )

@@ -17,8 +17,10 @@ slowest into the next layer. Per step:
               its own t GPUs (two per layer, of its own tokens) and its host time (its own
               scheduler and sampler: vLLM runs one engine-core process per DP rank)
     shared = routed experts of all ranks' tokens on the slowest EP GPU (ops.py) x pp
-             + 2 x MoE layers all-to-alls of the largest rank's tokens, 1/t of them from each
-             of its GPUs (step.dispatch_volume): the collective ends with the GPU that sends
+             + MoE layers x (dispatch + combine) of the largest rank's tokens, 1/t of them
+             from each of its GPUs, priced by the deployment's EP back end (epcomm.py; under
+             two-batch overlap the exchange hides under max_r work_r + experts, the step
+             taking the larger of the two): the collective ends with the GPU that sends
              the most, and vLLM pads every rank to the largest rank's token count when CUDA
              graphs or micro-batches are on (vllm-project/vllm@
              00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:vllm/v1/worker/dp_utils.py
@@ -40,11 +42,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenprobe.cost.comm import allreduce_time_s, alltoall_time_s
+from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.epcomm import exchange_layers, exchange_parts_s, overlapped_s
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
-    dispatch_volume,
     host_time_s,
     offload_step_s,
     op_costs,
@@ -92,15 +94,35 @@ def _act_bytes(dep: Deployment, tokens: float) -> float:
     return tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
 
 
-def shared_moe_s(dep: Deployment, tokens: int, max_rank_tokens: int) -> float:
+def shared_moe_s(
+    dep: Deployment, tokens: int, max_rank_tokens: int, prefill: bool = False
+) -> float:
     """Seconds of the layers the ranks share: the routed experts of all `tokens` of the step
-    and the all-to-alls of the largest rank's `max_rank_tokens` (module docstring)."""
+    and the all-to-alls of the largest rank's `max_rank_tokens` (module docstring), with no
+    overlap; `prefill`: the step carries prompt tokens (DeepEP's kernels by step, epcomm.py)."""
+    experts, a2a = shared_parts_s(dep, tokens, max_rank_tokens, prefill)
+    return experts + a2a
+
+
+def shared_parts_s(
+    dep: Deployment, tokens: int, max_rank_tokens: int, prefill: bool = False
+) -> tuple[float, float]:
+    """(routed experts and host-link offload, EP exchange) seconds of shared_moe_s."""
     ops = op_costs(dep, BatchShape(decode_seqs=tokens))  # the experts see only the token count
     experts = sum(op.time_s for op in ops if op.name in SHARED_OPS)
-    # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
-    a2a_bytes, a2a_count = dispatch_volume(dep, _act_bytes(dep, max_rank_tokens) / dep.dense_tp)
-    a2a = a2a_count * alltoall_time_s(dep, a2a_bytes) if a2a_count else 0.0
-    return float(experts * dep.pp + a2a + offload_step_s(dep))
+    layers = exchange_layers(dep)
+    a2a = 0.0
+    if layers:  # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
+        intra, inter = exchange_parts_s(dep, max_rank_tokens / dep.dense_tp, prefill)
+        a2a = layers * (intra + inter)
+    return float(experts * dep.pp + offload_step_s(dep)), float(a2a)
+
+
+def gang_time_s(dep: Deployment, max_work_s: float, experts_s: float, a2a_s: float) -> float:
+    """The ranks' step: the slowest rank's own work, the shared experts and the EP exchange;
+    under two-batch overlap the exchange hides under the GPU work (epcomm.overlapped_s)."""
+    hidden = overlapped_s(dep, max_work_s + experts_s, a2a_s)
+    return float(max_work_s + experts_s + a2a_s - hidden)
 
 
 def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
@@ -110,6 +132,8 @@ def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
     batches = [DUMMY_BATCH if s is None else s for s in shapes]
     work = tuple(rank_work_s(dep, s) for s in batches)
     rank_tokens = [s.tokens for s in batches]
-    shared = shared_moe_s(dep, sum(rank_tokens), max(rank_tokens))
-    time_s = max(work) + shared
+    prefill = any(s.prefill_tokens > 0 for s in batches)
+    experts, a2a = shared_parts_s(dep, sum(rank_tokens), max(rank_tokens), prefill)
+    time_s = gang_time_s(dep, max(work), experts, a2a)
+    shared = time_s - max(work)  # what the shared layers add to the slowest rank's work
     return GangStep(time_s, work, shared, tuple(time_s - w - shared for w in work))

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any, cast
 
@@ -109,6 +109,9 @@ def _coeffs(dep: Deployment, layer: Layer, n_layers: int) -> _GroupCoeffs:
     tp = dep.dense_tp
     mix = layer.mixer.split(tp) if layer.mixer is not None else _NO_MIXER
     ffn = layer.ffn.split(tp, dep.tp, dep.expert_parallel) if layer.ffn is not None else _NO_FFN
+    redundant = dep.ep_comm.redundant_experts
+    if redundant and ffn.experts_here:  # EPLB's copies add to each GPU's resident experts
+        ffn = replace(ffn, experts_here=ffn.experts_here + redundant / dep.tp)
     return _GroupCoeffs(layers=n_layers / dep.pp, layer=layer, mix=mix, ffn=ffn)
 
 
@@ -264,7 +267,10 @@ def _moe_terms(
     n, f = g.layers, g.ffn
     yield _term("router", n, 2 * tokens * f.router_weights, f.router_weights * ab + tokens * h * ab)
     touched = _touched_experts(dep, moe, all_tokens)
-    routed_rows = all_tokens * moe.experts_per_token * f.experts_here / moe.num_experts
+    # the GPU's share of the routed rows: 1/tp of them under EP (EPLB's redundant copies
+    # spread the rows, they do not add any: cost/epcomm.py), all of them sliced under TP
+    physical = moe.num_experts + dep.ep_comm.redundant_experts
+    routed_rows = all_tokens * moe.experts_per_token * f.experts_here / physical
     flop = 2 * routed_rows * f.expert_weights
     act = routed_rows * (2 * h + 4 * f.expert_inner) * ab
     yield _term("experts", n, flop, touched * f.expert_weights * wb + act)

@@ -23,13 +23,22 @@ import numpy as np
 
 from tokenprobe.cost.comm import (
     allreduce_time_s,
-    alltoall_time_s,
+    alltoall_parts_s,
     collective_breakdown,
     pipeline_send_s,
 )
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
 from tokenprobe.cost.energy_figures import EnergyFigures, energy_figures
+from tokenprobe.cost.epcomm import (
+    ep_exchange_breakdown,
+    ep_exchange_s,
+    exchange_layers,
+    exchange_parts_s,
+    has_prefill,
+    hop_bytes,
+    overlapped_s,
+)
 from tokenprobe.cost.ops import (
     MEMORY_EFFICIENCY_FIELD,
     OpTerm,
@@ -200,6 +209,13 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
     how much of it runs inside the scale-up domain or over the NICs (cost/comm.py)."""
     act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
     out = collective_breakdown(dep, act_bytes, allreduces, a2a_bytes, a2a_count)
+    if a2a_count:  # the EP exchange as its back end runs it (cost/epcomm.py)
+        old_in, old_out = alltoall_parts_s(dep, a2a_bytes)
+        new_in, new_out = exchange_parts_s(dep, shape.tokens / dep.tp, has_prefill(shape))
+        layers = a2a_count // 2
+        out["intra_domain_s"] += layers * new_in - a2a_count * old_in
+        out["inter_node_s"] += layers * new_out - a2a_count * old_out
+        out.update(ep_exchange_breakdown(dep, shape, layers))
     return {**out, "host_offload_s": offload_step_s(dep)}
 
 
@@ -226,11 +242,10 @@ def dispatch_volume(dep: Deployment, rank_act_bytes: Any) -> tuple[Any, int]:
     them, and vLLM cuts them into tp-rank shards so none is sent twice
     (vllm-project/vllm vllm/config/parallel.py `use_sequence_parallel_moe`: EP, TP > 1 and
     DP > 1 with the DeepEP or all-gather back ends)."""
-    moe = dep.model.moe
-    if not (dep.attention_dp and moe is not None and dep.tp > 1):
+    moe, layers = dep.model.moe, exchange_layers(dep)
+    if moe is None or not layers:
         return 0.0, 0
-    moe_layers = sum(n for spec, n in dep.model.layer_groups if spec.moe)
-    return rank_act_bytes * moe.experts_per_token * (dep.tp - 1) / dep.tp, 2 * moe_layers
+    return rank_act_bytes * moe.experts_per_token * (dep.tp - 1) / dep.tp, 2 * layers
 
 
 def offload_step_s(dep: Deployment) -> float:
@@ -241,14 +256,23 @@ def offload_step_s(dep: Deployment) -> float:
     return dep.pp * dep.cpu_offload_bytes / dep.gpu.host_bytes_per_s
 
 
+def exposed_comm_s(dep: Deployment, shape: BatchShape, gpu_s: Any) -> Any:
+    """The step's communication seconds that lengthen it: all of comm_time_s, less the EP
+    exchange hidden under `gpu_s` of GPU work by two-batch overlap (epcomm.overlapped_s)."""
+    comm = comm_time_s(dep, shape)
+    if not dep.ep_comm.overlap:
+        return comm
+    return comm - overlapped_s(dep, gpu_s, ep_exchange_s(dep, shape))
+
+
 def comm_time_s(dep: Deployment, shape: BatchShape) -> Any:
     """The step's time on links rather than in the GPU: the sum of comm_breakdown's seconds
     (computed without building the dict: this runs once per simulated step)."""
-    act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
+    act_bytes, allreduces, _, a2a_count = _comm_volumes(dep, shape)
     ar_bytes = act_bytes / dep.dp  # a rank's all-reduce: its own tokens over its own GPUs
     t = allreduces * allreduce_time_s(dep, ar_bytes, dep.dense_tp) if allreduces else 0.0
     if a2a_count:
-        t = t + a2a_count * alltoall_time_s(dep, a2a_bytes)
+        t = t + ep_exchange_s(dep, shape)
     if dep.pp > 1:
         t = t + pipeline_send_s(dep, act_bytes)
     return t + offload_step_s(dep)
@@ -258,10 +282,12 @@ def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
     """Bytes one GPU sends over its GPU-to-GPU link in one pass: a ring all-reduce sends
     2(n−1)/n of the message (NCCL ring algorithm), an all-to-all the bytes leaving the GPU, and
     the pp − 1 stage-to-stage sends are spread over the pp GPUs."""
-    act_bytes, allreduces, a2a_bytes, a2a_count = _comm_volumes(dep, shape)
+    act_bytes, allreduces, _, a2a_count = _comm_volumes(dep, shape)
     n = dep.dense_tp
     sent = allreduces * (act_bytes / dep.dp) * 2 * (n - 1) / n if allreduces else 0.0
-    sent = sent + (a2a_count * a2a_bytes if a2a_count else 0.0)
+    if a2a_count:  # every copy the EP back end sends, over the link or the NIC
+        hops = hop_bytes(dep, shape.tokens / dep.tp, has_prefill(shape))
+        sent = sent + a2a_count // 2 * sum(link + nic for link, nic in hops)
     return sent + act_bytes * (dep.pp - 1) / dep.pp
 
 
@@ -305,7 +331,8 @@ def _step_at_clock(
         nbytes += n * op_bytes
     pp, step_overhead_s = dep.pp, host_time_s(dep, shape)
     # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
-    comm_s = comm_time_s(dep, shape)
+    # two-batch overlap hides the EP exchange under the GPU work (cost/epcomm.py)
+    comm_s = exposed_comm_s(dep, shape, (compute_s + memory_s + kernel_s) * pp)
     time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s
     u_c, u_m = min(1.0, busy_c / time_s), min(1.0, busy_m / time_s)
     cost = StepCost(

@@ -20,7 +20,7 @@ from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, memory_report
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
-    comm_time_s,
+    exposed_comm_s,
     flop_rate_scales,
     host_time_s,
     rates,
@@ -63,7 +63,7 @@ def decode_step_time_grid(dep: Deployment, batches: FloatArray, contexts: FloatA
         tm = nbytes / special.get(name, byte_rate)
         tc = np.asarray(flop) / (flop_rate * fscale.get(name, 1.0))
         stage += n * (kernels * alpha + np.maximum(tc, tm))
-    total = stage * dep.pp + comm_time_s(dep, shape) + host_time_s(dep, shape)
+    total = stage * dep.pp + exposed_comm_s(dep, shape, stage * dep.pp) + host_time_s(dep, shape)
     return np.asarray(total, dtype=np.float64)
 
 

@@ -64,6 +64,9 @@ class DeploymentConfig:
     scheduler: dict[str, Any] = field(default_factory=dict)
     spec_decode: str | None = None  # speculative decoding METHOD:K (cost.SpecDecode.parse)
     spec_acceptance: float | None = None  # its per-token draft acceptance
+    # the EP back end's fields (cost.EpComm: backend, mode, dispatch_dtype, overlap,
+    # redundant_experts); empty: the plain all-to-all
+    ep_comm: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp_ranks"):
@@ -204,6 +207,7 @@ def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
         power_limit_w=_opt_float(doc, "power_limit_w"),
         scheduler=_table(doc, "scheduler"),
         spec_acceptance=_opt_float(doc, "spec_acceptance"),
+        ep_comm=_table(doc, "ep_comm"),
     )
 
 

@@ -34,9 +34,10 @@ from typing import Any
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
+    gang_time_s,
     idle_power_w,
     rank_work_s,
-    shared_moe_s,
+    shared_parts_s,
     state_blocks_per_seq,
 )
 from tokenprobe.errors import ConfigError
@@ -66,7 +67,7 @@ class GangPricer:
     step_fn: StepFn
     rank_fn: DecodeMemo = field(init=False)
     total_fn: DecodeMemo = field(init=False)
-    shared: dict[tuple[int, int], float] = field(default_factory=dict)
+    shared: dict[tuple[int, int, bool], tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         dep = self.dep
@@ -77,11 +78,14 @@ class GangPricer:
         """(step s, energy J of all GPUs, each rank's own work s, shared s) of these plans."""
         work = [self.rank_fn(p)[0] for p in plans]
         tokens = [p.prefill_tokens + p.decode_seqs for p in plans]
-        key = (sum(tokens), max(tokens))
-        shared = self.shared.get(key)
-        if shared is None:
-            shared = self.shared[key] = shared_moe_s(self.dep, *key)
-        time_s = max(work) + shared
+        prefill = any(p.prefill_tokens for p in plans)
+        key = (sum(tokens), max(tokens), prefill)
+        parts = self.shared.get(key)
+        if parts is None:
+            parts = self.shared[key] = shared_parts_s(self.dep, *key)
+        slowest = max(work)
+        time_s = gang_time_s(self.dep, slowest, *parts)
+        shared = time_s - slowest  # what the shared layers add to the slowest rank's work
         total = StepPlan(*(sum(col) for col in zip(*plans, strict=True)))
         t_sum, e_sum = self.total_fn(total)
         return time_s, e_sum / t_sum * time_s, work, shared
@@ -139,6 +143,7 @@ class DpEpResult:
             "gang_steps": self.steps,
             "gang_busy_s": self.busy_s,
             "shared_moe_s": self.shared_s,
+            "ep_backend": self.config.get("ep_backend"),
             "wait_s_total": sum(waits),
             "wait_fraction": sum(waits) / (len(waits) * self.busy_s) if self.busy_s else None,
             "dummy_steps": sum(r.dummy_steps for r in self.ranks),
@@ -212,6 +217,7 @@ def run_dpep(
         **(meta or {}),
         "data_parallel_size": ranks,
         "expert_parallel": True,
+        "ep_backend": dep.ep_comm.label(),  # how the MoE layers move tokens (cost/epcomm.py)
         "router": router,
         "seed": seed,
         "num_gpus": dep.num_gpus,

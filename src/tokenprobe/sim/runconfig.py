@@ -14,8 +14,10 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from tokenprobe.cost import (
+    DEFAULT_EP_COMM,
     Deployment,
     Efficiency,
+    EpComm,
     PowerModel,
     SpecDecode,
     make_deployment,
@@ -62,6 +64,7 @@ def deployment_config(
         power_limit_w=dep.power_limit_w,
         engine=engine,
         scheduler=sched,
+        ep_comm={} if dep.ep_comm == DEFAULT_EP_COMM else asdict(dep.ep_comm),
     )
 
 
@@ -82,6 +85,7 @@ def price_deployment(dc: DeploymentConfig) -> Deployment:
         efficiency=Efficiency(**dc.efficiency) if dc.efficiency else None,
         power=PowerModel.from_mapping(dc.power) if dc.power else None,
         power_limit_w=dc.power_limit_w,
+        ep_comm=EpComm.from_mapping(dc.ep_comm) if dc.ep_comm else None,
     )
 
 

@@ -1,0 +1,52 @@
+"""`simulate`'s expert-parallel back-end flags (cost/epcomm.py), spelled as the engines spell them:
+SGLang's `--moe-a2a-backend deepep`, `--deepep-mode`, `--enable-two-batch-overlap` (vLLM's
+`--enable-dbo`) and `--ep-num-redundant-experts`. Without them the MoE layers' exchange is the
+plain all-to-all the cost model always priced."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tokenprobe.cost import EpComm
+
+A2aBackendOption = Annotated[
+    str,
+    typer.Option(
+        "--moe-a2a-backend",
+        "--ep-backend",
+        help="How the MoE layers move tokens under --dp: all-to-all (NCCL, every routed copy, "
+        "16-bit) or deepep (DeepEP: FP8 dispatch for FP8 models, one NIC copy per node)",
+    ),
+]
+DeepepModeOption = Annotated[
+    str,
+    typer.Option(
+        "--deepep-mode",
+        help="DeepEP kernels: auto (normal for steps with a prefill, low_latency for decode), "
+        "normal or low_latency",
+    ),
+]
+OverlapOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-two-batch-overlap",
+        "--enable-dbo",
+        help="Two micro-batches: one's dispatch/combine runs under the other's compute, so a "
+        "step takes max(compute, communication) (SGLang TBO, vLLM dual-batch overlap)",
+    ),
+]
+RedundantOption = Annotated[
+    int,
+    typer.Option(
+        "--ep-num-redundant-experts",
+        help="EPLB's redundant expert copies placed over the EP GPUs (e.g. 32: DeepSeek-V3's "
+        "288 over 72 GPUs)",
+    ),
+]
+
+
+def ep_comm_option(backend: str, mode: str, overlap: bool, redundant: int) -> EpComm:
+    """The flags as an EpComm (a bad value: ConfigError naming the flag's field)."""
+    return EpComm(backend, mode.replace("_", "-"), "auto", overlap, redundant)

@@ -1,0 +1,50 @@
+"""benchmarks/validate_dp_rows.py and the DP+EP replay hooks: the rows the steady-state mappers
+skip as data-parallel run through the DP+EP simulator, and the LMSYS large-scale EP rows read
+the back end their notes name (DeepEP kernels, two-batch overlap, EPLB's redundant experts)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from tokenprobe.cost import EpComm
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import deployment_replay as dr  # noqa: E402
+import ep_replay  # noqa: E402
+import validate_deployments as vd  # noqa: E402
+import validate_dp_rows as vdp  # noqa: E402
+
+
+def test_gpustack_dp_attention_rows_are_simulated_as_ranks() -> None:
+    """GPUStack's 11 SGLang --enable-dp-attention rows: 10 run as 8 ranks stepping together
+    (the 128/4 one is front-end-bound, skipped as calibrate.serving skips it), each measured
+    metric with a finite prediction."""
+    rows = vdp.replay_all(["gpustack"])
+    assert len(rows) == 11
+    covered = [r for r in rows if r.predicted is not None]
+    assert len(covered) == 10
+    for r in covered:
+        assert r.errors() and all(math.isfinite(e) for e in r.errors().values()), r.label
+    table = vdp.summarize(rows)
+    assert table[0]["tpot_median_n"] == 10
+
+
+def test_the_lmsys_rows_name_their_ep_back_end() -> None:
+    rows = vd.load_rows([vd.DATA_DIR / "lmsys_large_scale_ep_h100.csv"])
+    prefill = next(r for r in rows if r["phase"] == "prefill")
+    decode = next(r for r in rows if r["phase"] == "decode")
+    assert ep_replay.ep_comm_for(prefill, 256) == EpComm("deepep", "normal", "auto", True, 32)
+    # "EPLB (288 experts with redundancy)": 32 more than DeepSeek-V3's 256
+    assert ep_replay.ep_comm_for(decode, 256) == EpComm("deepep", "low-latency", "auto", True, 32)
+
+
+def test_ep72_decode_is_covered_once_redundant_experts_are_placed() -> None:
+    """256 experts do not divide over 72 GPUs: the row needs EPLB's 288."""
+    rows = vd.load_rows([vd.DATA_DIR / "lmsys_large_scale_ep_h100.csv"])
+    decode = next(r for r in rows if r["phase"] == "decode")
+    replayed = dr.replay(decode, "profile")
+    assert replayed.predicted is not None, replayed.why
+    assert "32 redundant experts" in replayed.note
