@@ -117,7 +117,10 @@ def test_under_load_nothing_is_lost_and_every_kv_lands_before_its_first_token() 
     assert by_decode == [100, 100, 100]
     for part in result.workers:
         assert part.pool.peak_used_blocks <= part.pool.capacity_blocks
-    assert result.to_dict()["config"]["pd_handoff"] == "sglang"
+    data = result.to_dict()
+    assert data["config"]["pd_handoff"] == data["handoff"]["kind"] == "sglang"
+    assert data["handoff"]["frontend_s"] == overhead
+    assert data["handoff"]["prealloc_wait_mean_s"] >= 0.0
 
 
 def test_the_handoff_follows_the_engine_and_the_flag() -> None:

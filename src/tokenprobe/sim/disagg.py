@@ -102,7 +102,8 @@ class DisaggResult:
         summary = summarize(self.run(with_timeline=False), self.slo_ttft_s, self.slo_tpot_s)
         prefill = [p.to_dict() for p in self.prefill]
         decode = [p.to_dict() for p in self.decode]
-        transfer = _extra_values(self.records, "kv_transfer_s")
+        recs = self.records
+        transfer = _extra_values(recs, "kv_transfer_s")
         wait = _extra_values(self.records, "kv_link_wait_s")
         return {
             **summary,
@@ -122,6 +123,16 @@ class DisaggResult:
                 "p99_s": float(np.percentile(transfer, 99)) if transfer else None,
                 "link_wait_mean_s": float(np.mean(wait)) if wait else None,
                 "recomputed_on_decode": self.recomputed,
+            },
+            "handoff": {  # SGLang's (sim/pd_handoff.py): the waits on the decode worker
+                "kind": self.config.get("pd_handoff"),
+                "frontend_s": self.config.get("frontend_s"),
+                **{
+                    f"{key[:-2]}_mean_s": float(np.mean(v))
+                    if (v := _extra_values(recs, key))
+                    else None
+                    for key in ("prealloc_wait_s", "handoff_wait_s")
+                },
             },
             "imbalance": {
                 "prefill": imbalance(prefill),
