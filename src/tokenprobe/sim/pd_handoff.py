@@ -116,6 +116,7 @@ class SglangPd:
     _pending: list[dict[int, int]] = field(default_factory=list)  # prefill index -> request
     _link_free: list[float] = field(default_factory=list)
     _held: list[int] = field(default_factory=list)  # reservations per decode worker
+    _seen: list[int] = field(default_factory=list)  # requests each prefill engine was done with
     _specs: Sequence[RequestSpec] = ()
 
     def run(self, requests: Sequence[RequestSpec]) -> list[Handoff]:
@@ -128,6 +129,7 @@ class SglangPd:
         self._pending = [{} for _ in range(n_p)]
         self._link_free = [0.0] * n_d
         self._held = [0] * n_d
+        self._seen = [0] * n_p
         for k, spec in enumerate(requests):  # round robin on each side (module docstring, 1)
             ready = spec.arrival_s + self.frontend_s
             self.handoffs.append(Handoff(k % n_p, k % n_d, ready))
@@ -175,19 +177,25 @@ class SglangPd:
         done: list[tuple[float, int]] = []
         for p, engine in enumerate(self.p_engines):
             engine.run_until(t_s)
-            pending = self._pending[p]
-            if not pending:
+            new = engine.done - self._seen[p]  # finished or rejected since the last look
+            if not new:
                 continue
-            for i in list(pending):
+            self._seen[p] = engine.done
+            pending = self._pending[p]
+            for i in list(pending):  # oldest first: where the ones done mostly are
                 seq = engine.seqs[i]
                 if seq is None:
                     continue
                 if seq.finish_s is not None:
                     done.append((seq.finish_s, pending.pop(i)))
+                    new -= 1
                 elif seq.reject_reason is not None:  # rejected by the prefill: a failure
                     k = pending.pop(i)
                     self._unreserve(k)
                     self._retry(self.handoffs[k].decode, t_s)  # its memory is free again
+                    new -= 1
+                if not new:
+                    break
         for c, k in sorted(done):
             self._send(k, c)
         for engine, _ in self.decode:
