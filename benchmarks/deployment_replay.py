@@ -4,7 +4,10 @@ Three kinds (issue 17, "How it is judged"), rows of benchmarks/data/deployments/
 validation columns plus `kind`, `phase`, worker counts, topology and speculative-decoding
 columns; benchmarks/data/README.md, sections 7-10, says what every row is and where it is from):
 - `pd`: prefill/decode disaggregation. `simulate_fleet(disaggregate="XpYd")` (sim/disagg.py):
-  X prefill and Y decode workers, each a copy of the row's deployment, the KV sent between them.
+  X prefill and Y decode workers, each a copy of the row's deployment, the KV sent between them;
+  an SGLang row runs SGLang's handoff (sim/pd_handoff.py: the router's round robin on each
+  side, the decode worker's pre-allocation before the prefill, the first token at the decode
+  worker's next iteration), chosen by the engine as `simulate` chooses it.
   The fleet simulator takes open-loop arrivals only (sim/cluster.py `fleet_requests`), so a
   closed loop of C users (`vllm bench serve --max-concurrency C`) is replayed as C requests at
   t = 0 and the rest at a constant rate r, r found so that the run's own simulated mean E2E
@@ -236,6 +239,8 @@ def predict_pd(
 
     n, c = int_field(row, "num_requests"), int_field(row, "concurrency")
     d, rate, held = closed_loop(run, n, c, isl, osl)
+    handoff = d["config"].get("pd_handoff")  # SGLang's own for SGLang rows (sim/pd_handoff.py)
+    split += f" ({handoff} handoff)" if handoff else ""
     return _fleet_metrics(d), f"{split}, c{c} as {rate:.3g} req/s: {held:.0f} in flight"
 
 

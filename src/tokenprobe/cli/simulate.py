@@ -42,6 +42,7 @@ from tokenprobe.cli.fleet_options import (
 from tokenprobe.cli.frontend_tables import (
     batch_window_effect,
 )
+from tokenprobe.cli.pd_options import PdHandoffOption
 from tokenprobe.cli.render import progress, prose
 from tokenprobe.cli.sglang_options import (
     EnableMixedChunkOption,
@@ -229,6 +230,7 @@ def simulate_cmd(
             "else the NICs)"
         ),
     ] = None,
+    pd_handoff: PdHandoffOption = None,
     api_server_processes: Annotated[
         int | None,
         typer.Option(
@@ -354,7 +356,7 @@ def simulate_cmd(
             engine_in_api_server=engine_in_api_server,
             host_power=host_power,
         )
-        fleet = (prefill_tp, decode_tp, disaggregate)
+        fleet = (prefill_tp, decode_tp, disaggregate, pd_handoff)
         if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
             # each replica is a server with its own front end; a disaggregated or DP
             # deployment's front end, and the host's power over a fleet, are not simulated yet
@@ -382,7 +384,7 @@ def simulate_cmd(
                 dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
                 spec_decode=spec, api_server_processes=api_server_processes, host=host,
-                engine_in_api_server=engine_in_api_server, **common,
+                engine_in_api_server=engine_in_api_server, pd_handoff=pd_handoff, **common,
             )  # fmt: skip
         return simulate(
             deployment=dep, workload=wl, progress=progress, spec_decode=spec, **common, **front_end

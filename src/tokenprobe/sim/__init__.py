@@ -9,6 +9,7 @@ static.py      static batching, for contrast
 specdecode.py  speculative decoding: k drafts verified per step, tokens from the acceptance
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
+pd_handoff.py  SGLang PD's handoff: router, decode pre-allocation, first token at the handoff
 dpep.py        data-parallel attention ranks stepping together through shared EP MoE layers
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
@@ -42,6 +43,7 @@ from tokenprobe.sim.engines import (
     engine_preset,
 )
 from tokenprobe.sim.frontend import Frontend
+from tokenprobe.sim.pd_handoff import NUM_RESERVED_DECODE_TOKENS, PD_HANDOFFS
 from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.runconfig import (
     DEFAULT_ENGINE,
@@ -60,6 +62,8 @@ __all__ = [
     "MAX_QUEUE_S",
     "MAX_REPLICAS",
     "MAX_WORKERS",
+    "NUM_RESERVED_DECODE_TOKENS",
+    "PD_HANDOFFS",
     "PRESETS",
     "ROUTERS",
     "SCENARIOS",

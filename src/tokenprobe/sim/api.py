@@ -40,6 +40,7 @@ from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.pd_handoff import check_handoff, handoff_for
 from tokenprobe.sim.result import SimResult, build_records, trace_stride
 from tokenprobe.sim.runconfig import deployment_config, with_spec
 from tokenprobe.sim.schedulers import SCHEDULERS
@@ -309,6 +310,7 @@ def simulate_fleet(
     host: str | HostSpec | None = None,
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
+    pd_handoff: str | None = None,
 ) -> ClusterResult | DisaggResult | DpEpResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
@@ -321,7 +323,10 @@ def simulate_fleet(
     rank's drafts would be another rank's wait). `api_server_processes`, `host`, `host_model`,
     `engine_in_api_server`: each replica is a server of its own with that front end, as
     `simulate` has it (replicas only: a disaggregated or DP deployment's front end is not
-    simulated yet)."""
+    simulated yet). `pd_handoff`: with `disaggregate`, "sglang" or "proxy" (sim/pd_handoff.py;
+    default SGLang's own for an SGLang `engine`, else the proxy's)."""
+    if disaggregate is None and pd_handoff is not None:
+        raise ConfigError("pd_handoff", pd_handoff, "--pd-handoff with --disaggregate")
     if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
         raise ConfigError(
             "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
@@ -381,7 +386,9 @@ def simulate_fleet(
             prefill = (p_dep, DecodeMemo(cost_step_fn(p_dep)), capacity_blocks(p_dep, config))
         return run_disaggregated(
             workload, step_fn, deployment, config, blocks, split=split,
-            kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, spec_run=spec, **common,
+            kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, spec_run=spec,
+            handoff=check_handoff(pd_handoff) if pd_handoff else handoff_for(engine),
+            frontend_s=deployment.efficiency.request_overhead_s, **common,
         )  # fmt: skip
     return run_cluster(
         workload, step_fn, deployment, config, blocks, replicas=replicas, router=router,

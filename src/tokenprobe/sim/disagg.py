@@ -2,7 +2,12 @@
 workers, each a copy of the deployment, with each prompt's KV sent from its prefill worker to a
 decode worker (SGLang PD with Mooncake/NIXL, NVIDIA Dynamo, llm-d, vLLM's P/D connectors).
 
-How a request goes (as vLLM's disaggregated proxy and SGLang's PD router run it):
+Two handoffs (`handoff`). "sglang" (the default for SGLang): sim/pd_handoff.py, SGLang's own
+as its code runs it (the router sends each request to a prefill and a decode worker at once,
+the decode worker pre-allocates the prompt's KV before the prefill may start, the first token is
+streamed at the decode worker's iteration that takes the KV over). "proxy" (the others), below.
+
+How a request goes through the proxy's handoff (vLLM's disaggregated proxy: prefill first):
 1. It reaches the least-loaded prefill worker, which runs its prompt (chunked prefill with the
    other prompts there, the worker's own KV pool) and samples one token (max_tokens = 1).
 2. Its prompt's KV, `kv_bytes_per_token x prompt` bytes, goes to the least-loaded decode worker
@@ -25,10 +30,10 @@ Each side has its own parallelism (`prefill_dep`, default the decode workers' `d
 and Dynamo start prefill and decode workers with their own --tp), so its own step costs and its
 own KV pool, sized by its own memory (its weights per GPU, its KV bytes per token per GPU).
 
-Two passes: the prefill side depends only on the arrivals, so it runs first; the decode side then
-takes the prefills' finish times in order, advancing every decode worker to each before picking
-one, so each worker's clock only moves forward. Energy per worker, and the fleet's, as for
-data-parallel replicas (cluster.py).
+The proxy's handoff runs in two passes: the prefill side depends only on the arrivals, so it
+runs first; the decode side then takes the prefills' finish times in order, advancing every
+decode worker to each before picking one, so each worker's clock only moves forward. Energy
+per worker, and the fleet's, as for data-parallel replicas (cluster.py).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy as np
 
 from tokenprobe.cost import (
     Deployment,
+    KvLink,
     Split,
     idle_power_w,
     kv_link,
@@ -62,6 +68,7 @@ from tokenprobe.sim.cluster import (
 from tokenprobe.sim.engine import Engine, StepFn
 from tokenprobe.sim.gpu_gap import cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.pd_handoff import SglangPd, check_handoff, client_records
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.specdecode import SpecRun, spec_summary_of
 from tokenprobe.workload import RequestSpec, Workload
@@ -95,7 +102,8 @@ class DisaggResult:
         summary = summarize(self.run(with_timeline=False), self.slo_ttft_s, self.slo_tpot_s)
         prefill = [p.to_dict() for p in self.prefill]
         decode = [p.to_dict() for p in self.decode]
-        transfer = _extra_values(self.records, "kv_transfer_s")
+        recs = self.records
+        transfer = _extra_values(recs, "kv_transfer_s")
         wait = _extra_values(self.records, "kv_link_wait_s")
         return {
             **summary,
@@ -115,6 +123,16 @@ class DisaggResult:
                 "p99_s": float(np.percentile(transfer, 99)) if transfer else None,
                 "link_wait_mean_s": float(np.mean(wait)) if wait else None,
                 "recomputed_on_decode": self.recomputed,
+            },
+            "handoff": {  # SGLang's (sim/pd_handoff.py): the waits on the decode worker
+                "kind": self.config.get("pd_handoff"),
+                "frontend_s": self.config.get("frontend_s"),
+                **{
+                    f"{key[:-2]}_mean_s": float(np.mean(v))
+                    if (v := _extra_values(recs, key))
+                    else None
+                    for key in ("prealloc_wait_s", "handoff_wait_s")
+                },
             },
             "imbalance": {
                 "prefill": imbalance(prefill),
@@ -153,11 +171,15 @@ def run_disaggregated(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     spec_run: SpecRun | None = None,
+    handoff: str = "proxy",
+    frontend_s: float = 0.0,
 ) -> DisaggResult:
     """P prefill and D decode workers (module docstring): the decode workers are `dep`, priced
     by `step_fn`, with `capacity_blocks` of KV each; `prefill` gives the prefill workers' own
     (deployment, step function, KV blocks), by default the same. `spec_run`: the decode workers
-    decode speculatively (sim/specdecode.py); a prefill worker emits one token, no drafts."""
+    decode speculatively (sim/specdecode.py); a prefill worker emits one token, no drafts.
+    `handoff` "sglang": SGLang's router, pre-allocation and handoff (sim/pd_handoff.py), each
+    request first `frontend_s` in the servers' front ends; "proxy": the two passes."""
     requests = fleet_requests(workload, seed)
     p_dep, p_step_fn, p_blocks = prefill or (dep, step_fn, capacity_blocks)
     link = kv_link(p_dep, dep, split.prefill, split.decode, kv_link_bytes_per_s)
@@ -182,13 +204,73 @@ def run_disaggregated(
         split.decode, step_fn, decode_config, capacity_blocks, scheduler, idle_w, 0.0, state, gap,
         spec_run, seed,
     )  # fmt: skip
+    per_worker = max(1, -(-trace_requests // (split.prefill + split.decode)))
+    if check_handoff(handoff) == "sglang":
+        fleet = SglangPd([e for e, _ in prefill_side], decode_side, link, dep, frontend_s)
+        handoffs = fleet.run(requests)
+        prefill_parts = [
+            _part(i, engine, pool, per_worker, "prefill_worker", meta)
+            for i, (engine, pool) in enumerate(prefill_side)
+        ]
+        decode_parts = [
+            _part(i, engine, pool, per_worker, "decode_worker", meta)
+            for i, (engine, pool) in enumerate(decode_side)
+        ]
+        client, recomputed = client_records(
+            handoffs,
+            requests,
+            [part.records for part in prefill_parts],
+            {r.request_id: r for part in decode_parts for r in part.records},
+            config.block_size,
+        )
+    else:
+        prefill_parts, decode_parts, client, recomputed = _proxy(
+            requests, prefill_side, decode_side, link, dep, config.block_size, per_worker, meta
+        )
+    config_doc = {
+        **(meta or {}),
+        "disaggregate": f"{split.prefill}p{split.decode}d",
+        "prefill_tp": p_dep.tp,
+        "decode_tp": dep.tp,
+        "kv_link_bytes_per_s": link.bytes_per_s,
+        "kv_link": link.to_dict(),
+        "pd_handoff": handoff,
+        "frontend_s": frontend_s if handoff == "sglang" else 0.0,
+        "seed": seed,
+        "num_gpus": p_dep.num_gpus * split.prefill + dep.num_gpus * split.decode,
+        "kv_capacity_blocks": p_blocks * split.prefill + capacity_blocks * split.decode,
+        "idle_power_w": p_idle_w * split.prefill + idle_w * split.decode,
+    }
+    return DisaggResult(
+        config_doc,
+        prefill_parts,
+        decode_parts,
+        client,
+        [p_idle_w] * split.prefill + [idle_w] * split.decode,
+        recomputed,
+        slo_ttft_s,
+        slo_tpot_s,
+    )
+
+
+def _proxy(
+    requests: list[RequestSpec],
+    prefill_side: list[tuple[Engine, BlockPool]],
+    decode_side: list[tuple[Engine, BlockPool]],
+    link: KvLink,
+    dep: Deployment,
+    bs: int,
+    per_worker: int,
+    meta: dict[str, Any] | None,
+) -> tuple[list[SimResult], list[SimResult], list[RequestRecord], int]:
+    """The proxy's handoff (module docstring, the two passes): each prefill on the
+    least-loaded prefill worker, then its KV to the least-loaded decode worker."""
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
     p_engines = [e for e, _ in prefill_side]
     for spec in requests:
         advance(p_engines, spec.arrival_s)
         p_engines[_least_loaded(p_engines)].submit(spec._replace(output_tokens=1))
-    per_worker = max(1, -(-trace_requests // (split.prefill + split.decode)))
     prefill_parts = [
         _part(i, engine, pool, per_worker, "prefill_worker", meta)
         for i, (engine, pool) in enumerate(prefill_side)
@@ -199,9 +281,8 @@ def run_disaggregated(
     )
     # 2. transfers and decodes, in the order the prefills finished
     d_engines = [e for e, _ in decode_side]
-    link_free = [0.0] * split.decode
+    link_free = [0.0] * len(decode_side)
     transfers: dict[str, tuple[int, float, float]] = {}
-    bs = config.block_size
     for k, prefilled in enumerate(done):
         ready = float(prefilled.first_token_s or 0.0)
         advance(d_engines, ready)
@@ -226,28 +307,7 @@ def run_disaggregated(
         for i, (engine, pool) in enumerate(decode_side)
     ]
     client, recomputed = _client_records(prefill_parts, decode_parts, transfers, by_id, bs)
-    config_doc = {
-        **(meta or {}),
-        "disaggregate": f"{split.prefill}p{split.decode}d",
-        "prefill_tp": p_dep.tp,
-        "decode_tp": dep.tp,
-        "kv_link_bytes_per_s": link.bytes_per_s,
-        "kv_link": link.to_dict(),
-        "seed": seed,
-        "num_gpus": p_dep.num_gpus * split.prefill + dep.num_gpus * split.decode,
-        "kv_capacity_blocks": p_blocks * split.prefill + capacity_blocks * split.decode,
-        "idle_power_w": p_idle_w * split.prefill + idle_w * split.decode,
-    }
-    return DisaggResult(
-        config_doc,
-        prefill_parts,
-        decode_parts,
-        client,
-        [p_idle_w] * split.prefill + [idle_w] * split.decode,
-        recomputed,
-        slo_ttft_s,
-        slo_tpot_s,
-    )
+    return prefill_parts, decode_parts, client, recomputed
 
 
 def _part(
