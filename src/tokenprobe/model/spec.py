@@ -128,6 +128,9 @@ class ModelSpec:
     mamba: MambaSpec | None = None  # the "mamba" layers' Mamba-2 mixer
     attn_output_gate: bool = False  # gated attention: q_proj also emits a sigmoid gate
     mixer_only: bool = False  # Nemotron-H: a layer is a mixer or an MLP, never both
+    # the config's max_position_embeddings (0: not stated): an engine's default max_model_len
+    # (vLLM V0 sizes its prefill-only step budget by it, sim/vllm_v0.py); not part of the shape
+    max_context_tokens: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)
