@@ -42,7 +42,11 @@ One profile per engine and era the data separates (see calibrate/observations.py
   runs, held out: dstack's online 0.4.3 runs (fitting on the SGLang repo's runs alone, with
   dstack's offline runs held out too, was tried: offline throughput then read 59 %, online 22 %).
   vLLM: fitted on dstack's online 0.7.4 H200 runs, held out: their offline runs and the 0.7.0
-  run of vLLM issue 12568.
+  run of vLLM issue 12568; its rows before 0.8.0 are simulated with V0's scheduler
+  (sim/vllm_v0.py: whole-prompt prefill-only steps for MLA models), refitted so (Dec 2026:
+  fitted TTFT 91 -> 15 %, TPOT 41 -> 21 %). SGLang 0.4 prices its prefill pairs in the absorbed
+  latent form (`Efficiency.mla_absorbed_prefill` = 1, from its code), its errors re-recorded
+  with `--rerecord`, parameters kept.
 A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
 128 rows to `compute_prefill` at 2048). A fit that ends with `compute_decode` above
 `compute_prefill` had data that could not tell them apart (on AMD's tables tying them moves no
