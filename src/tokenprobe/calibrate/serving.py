@@ -19,7 +19,8 @@ the source or from its totals), since ShareGPT and early-stopping random rows ha
 length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
-(`tokenprobe.sim.engines.engine_defaults`, which says where each comes from), overridden by
+(`tokenprobe.sim.engines.engine_defaults`, which says where each comes from; a vLLM row of a
+version that ran the V0 engine, before 0.8.0, gets V0's, `tokenprobe.sim.vllm_v0`), overridden by
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
@@ -136,6 +137,8 @@ def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> S
     # V0 sizes its step budget by max_model_len: the command's, else the model's context
     max_len = _flag(notes, "--max-model-len", "--max_model_len")
     context = int(max_len) if max_len else dep.model.max_context_tokens
+    if not context:  # a config without max_position_embeddings: V0's budget is not known
+        return engine_defaults(engine, dep.gpu, dep.tp)
     return vllm_v0_defaults(dep.gpu, context, mla=dep.model.mla is not None)
 
 
