@@ -67,11 +67,11 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   line shows it for a fresh prompt: "#new-token: 6748, #cached-token: 1", sgl-project/sglang
   issue #3280, Feb 2025). Those pairs are the `latent_prefill` operator (cost/ops.py).
 - `mla_latent_prefill` 1.0: the tensor-core rate of that absorbed-form prefill kernel relative
-  to the dense GEMMs at the same rows (only read where `mla_absorbed_prefill` > 0). SGLang 0.4's
-  Triton `extend_attention_fwd` runs one program per head and 32-row query block over the
-  576-wide latent (64 + 512 lanes; triton_ops/extend_attention.py block sizes for head dims above
-  256), reloading each key/value tile for every one of the 128 heads, far from a GEMM's rate;
-  the `sglang-2025h1` profile sets it from its fitted rows (its notes say how).
+  to the dense GEMMs at the same rows (only read where `mla_absorbed_prefill` > 0): SGLang 0.4's
+  Triton extend kernel over the 576-wide latent, which PR #5113 found to be the bottleneck of
+  long prefills ("Profiling revealed that the attention kernel's slow runtime is the primary
+  bottleneck"). 1 (no penalty) until rows identify it: the `sglang-2025h1` notes say why its
+  fitted rows do not.
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's

@@ -16,8 +16,9 @@ rules in 0.7.x's `create_engine_config`):
   and as many more as fit go into one prefill step; with it, 2048;
 - max_num_seqs 256 ("Set max_num_seqs to 256 for VLLM_V0"); prefix caching off unless asked for.
 
-Why it matters: V0 without chunking runs a prefill-only step for every prompt that is waiting
-(`Scheduler._schedule_default`: prefills first, decodes only when none was scheduled), so the
+Why it matters: V0 without chunking runs a prefill-only step whenever prompts wait
+(vllm/core/scheduler.py `_schedule_default`: "Don't schedule decodes if prefills are
+scheduled"), so the
 closed-loop users of a fixed-length benchmark, who all send together, stay in lock-step waves
 and a wave's first tokens come after the whole wave's prefill: dstack's vLLM 0.7.3/0.7.4 runs of
 DeepSeek-R1 (benchmarks/data/deepseek_2025h1.csv) measure a median TTFT that grows ~0.23 s per
@@ -27,14 +28,14 @@ break the waves up and keep TTFT near one prompt's prefill at every concurrency.
 `VllmV0Scheduler` schedules so (`SchedulerConfig.scheduling = "vllm-v0"`): SGLang's scheduler in
 the simulator already runs prefill-only steps on a decode clock (sim/sglang_scheduler.py), so V0
 is that machinery with V0's rules in place of SGLang's: a waiting prompt is admitted when the
-step's token budget, max_num_seqs and the free KV blocks allow (`Scheduler._schedule_prefills`,
-`BlockSpaceManager.can_allocate`; no new_token_ratio reservation), and when a decode finds no free
-block the most recently admitted request is preempted and recomputed from the *front* of the
-queue (`_preempt_by_recompute`, `self.waiting.extendleft`). A wave prefilled over several steps
+step's token budget, max_num_seqs and the free KV blocks allow (`_schedule_prefills`; no
+new_token_ratio reservation), and when a decode finds no free block the most recently admitted
+request is preempted, recomputed from the *front* of the queue
+(`self.waiting.extendleft(running_scheduled.preempted)`). A wave prefilled over several steps
 then starts decoding together, as on V0, where letting the decodes ride along (V1's mixed steps,
 sim/continuous.py with chunked prefill off) staggers them and breaks the waves up.
-Not modelled: V0's 1 % block watermark at admission and swap-out preemption (V0 swaps only
-multi-sequence groups: beam search, n > 1).
+Not modelled: V0's block watermark at admission and its swap-out preemption (the simulator
+always recomputes).
 """
 
 from __future__ import annotations
