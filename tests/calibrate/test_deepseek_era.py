@@ -67,6 +67,18 @@ def test_era_profiles_load_and_only_slow_the_kernels_they_fitted(era: str) -> No
     assert {e.set for e in p.errors} == {"fitted", "held_out"}
 
 
+def test_only_sglang_0_4_prefills_mla_in_the_absorbed_form() -> None:
+    """What the engines' code does (cost/efficiency.py): SGLang 0.4's Triton backend absorbs
+    every extend with a cached prefix (every prompt after the first has its BOS cached), vLLM
+    prefills in the MHA form; the absorbed kernel's own rate is not identified by the fitted
+    rows, so it stays at the GEMM rate."""
+    sglang, vllm = load_profile("sglang-2025h1"), load_profile("vllm-2025h1")
+    assert sglang.efficiency.mla_absorbed_prefill == 1.0
+    assert vllm.efficiency.mla_absorbed_prefill == 0.0
+    assert load_profile("sglang").efficiency.mla_absorbed_prefill == 0.0
+    assert sglang.efficiency.mla_latent_prefill == 1.0
+
+
 def _estimate(*extra: str) -> dict[str, object]:
     args = ["estimate", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8"]
     args += ["--weight-dtype", "fp8", "--input-tokens", "3200", "--output-tokens", "800"]

@@ -19,7 +19,8 @@ the source or from its totals), since ShareGPT and early-stopping random rows ha
 length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
-(`tokenprobe.sim.engines.engine_defaults`, which says where each comes from), overridden by
+(`tokenprobe.sim.engines.engine_defaults`, which says where each comes from; a vLLM row of a
+version that ran the V0 engine, before 0.8.0, gets V0's, `tokenprobe.sim.vllm_v0`), overridden by
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
@@ -63,7 +64,14 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.cost import Deployment
-from tokenprobe.sim import SchedulerConfig, engine_defaults, engine_preset, simulate
+from tokenprobe.sim import (
+    SchedulerConfig,
+    engine_defaults,
+    engine_preset,
+    runs_v0,
+    simulate,
+    vllm_v0_defaults,
+)
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 
@@ -100,10 +108,11 @@ def _flag(notes: str, *names: str) -> float | None:
     return None
 
 
-def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
-    """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`), with the
-    serving command's overrides (module docstring)."""
-    base = engine_defaults(engine, dep.gpu, dep.tp)
+def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -> SchedulerConfig:
+    """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
+    `version` that ran the V0 engine, `sim.vllm_v0_defaults`), with the serving command's
+    overrides (module docstring)."""
+    base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting
     seqs = _flag(notes, *flags.get("max_num_seqs", ()))
     tokens = _flag(notes, *flags.get("max_num_batched_tokens", ()))
@@ -119,6 +128,18 @@ def scheduler_for(engine: str, dep: Deployment, notes: str) -> SchedulerConfig:
         gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
     return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+
+
+def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> SchedulerConfig:
+    # the env setting may sit in the version cell ("0.7.0 (VLLM_USE_V1=1)") or the command
+    if engine_preset(engine).name != "vllm" or not runs_v0(version, f"{version} {notes}"):
+        return engine_defaults(engine, dep.gpu, dep.tp)
+    # V0 sizes its step budget by max_model_len: the command's, else the model's context
+    max_len = _flag(notes, "--max-model-len", "--max_model_len")
+    context = int(max_len) if max_len else dep.model.max_context_tokens
+    if not context:  # a config without max_position_embeddings: V0's budget is not known
+        return engine_defaults(engine, dep.gpu, dep.tp)
+    return vllm_v0_defaults(dep.gpu, context, mla=dep.model.mla is not None)
 
 
 def _sglang_flags(
@@ -222,7 +243,7 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     if not measured:
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
-    config = scheduler_for(engine, dep, notes)
+    config = scheduler_for(engine, dep, notes, row.get("engine_version", ""))
     require_kv_room(dep, config, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"

@@ -49,6 +49,29 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   that era fits it, on DeepSeek-V3/R1 serving runs of early 2025
   (benchmarks/data/deepseek_2025h1.csv): `sglang-2025h1` (SGLang 0.4) 0.56, `vllm-2025h1`
   (vLLM 0.7, FlashMLA) 0.88.
+- `mla_absorbed_prefill` 0: the share of an MLA model's prefill query-key pairs that the engine
+  computes in the absorbed latent form (decode's 2·heads·(2·kv_lora + rope) FLOP a pair: 278,528
+  for DeepSeek-V3's 128 heads) instead of the MHA form over decompressed keys and values
+  (2·heads·(qk_nope + rope + v_head): 81,920), 3.4x the FLOP (model/attention.py `Mla`). Not a
+  fitted figure: it is what the engine's code does. 0 for vLLM (MHA prefill: vllm/attention/
+  backends/mla `_forward_prefill`) and today's SGLang (MHA with a chunked prefix cache since
+  sgl-project/sglang PR #5113, Apr 2025). SGLang 0.4.1-0.4.4 on its default Triton backend ran
+  the MHA form only for a batch with no cached prefix (deepseek_v2.py `no_absorb`: "Use normal
+  computation for prefill and use weight absorption for extend/decode", `is_extend() and
+  extend_prefix_lens.sum() == 0`) and the absorbed form for every other extend; PR #5113 says
+  that form is slow for prefill ("MLA with absorption has overly large computational intensity
+  when q contains many tokens"). With the radix cache on (the default), every prompt after the
+  first finds at least its BOS token cached (sglang.bench_serving builds its random prompts
+  from tokenizer.encode, which prepends it; a prefix of 1 token is a match at page size 1), so
+  `sglang-2025h1` sets 1: every prefill of those benchmarks ran absorbed (SGLang's own log
+  line shows it for a fresh prompt: "#new-token: 6748, #cached-token: 1", sgl-project/sglang
+  issue #3280, Feb 2025). Those pairs are the `latent_prefill` operator (cost/ops.py).
+- `mla_latent_prefill` 1.0: the tensor-core rate of that absorbed-form prefill kernel relative
+  to the dense GEMMs at the same rows (only read where `mla_absorbed_prefill` > 0): SGLang 0.4's
+  Triton extend kernel over the 576-wide latent, which PR #5113 found to be the bottleneck of
+  long prefills ("Profiling revealed that the attention kernel's slow runtime is the primary
+  bottleneck"). 1 (no penalty) until rows identify it: the `sglang-2025h1` notes say why its
+  fitted rows do not.
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
@@ -105,6 +128,7 @@ from tokenprobe.files import finite
 from tokenprobe.units import MICRO, MILLI
 
 UNBOUNDED = frozenset({"routing_skew"})  # parameters that are not fractions (>= 0)
+SHARES = frozenset({"mla_absorbed_prefill"})  # shares of the work: 0 (none) .. 1 (all)
 # upper bounds far beyond any fit (overheads are µs to ms; routing_skew 0.5-1.3), below what
 # breaks the arithmetic (a log-normal σ of 1000 turns the expert popularities into NaN)
 MAX_OVERHEAD_S = 10.0
@@ -123,6 +147,8 @@ class Efficiency:
     fp8_moe: float = 1.0
     moe_compute: float = 1.0
     mla_attention: float = 1.0
+    mla_absorbed_prefill: float = 0.0
+    mla_latent_prefill: float = 1.0
     routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0
@@ -134,9 +160,11 @@ class Efficiency:
         for f in fields(self):
             hi = MAX_OVERHEAD_S if f.name.endswith("_s") else None
             hi = MAX_ROUTING_SKEW if f.name == "routing_skew" else hi
+            hi = 1.0 if f.name in SHARES else hi
             value = finite(f"efficiency.{f.name}", getattr(self, f.name), lo=0, hi=hi)
             object.__setattr__(self, f.name, value)
-            if not f.name.endswith("_s") and f.name not in UNBOUNDED and not 0 < value <= 1:
+            fraction = not f.name.endswith("_s") and f.name not in UNBOUNDED | SHARES
+            if fraction and not 0 < value <= 1:
                 raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
 
     def with_overrides(self, overrides: dict[str, float]) -> Efficiency:

@@ -11,6 +11,9 @@ parallel over `tp` (deployment.py):
               form; windows and DSA's top-k bound the keys a query sees), DSA's `indexer`
               (scores every cached key), `linear_attention` (Gated DeltaNet) and `ssm`
               (Mamba-2): FLOP per token, each stepped sequence's fixed state read and written.
+- latent_prefill: an engine that runs MLA prefill in the absorbed form (SGLang 0.4,
+              `Efficiency.mla_absorbed_prefill`) computes that share of the prefill pairs at
+              decode's FLOP per pair in a kernel of its own rate (`mla_latent_prefill`).
 - o_proj    : 2·T·W_o FLOP.
 - mlp / moe : dense: 2·T·W_mlp. MoE: router 2·T·h·E; routed experts 2·T·k·W_expert FLOP;
               weights of the expected number of distinct experts the T tokens touch,
@@ -48,6 +51,10 @@ from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
 # 2 residual adds (2 reads + 1 write), RoPE on q/k (~1): about 10 (vLLM fused kernels do less).
 ELEMENTWISE_PASSES = 10.0
 LOGIT_BYTES = 4.0  # vLLM computes logits in fp32
+# MLA prefill attention computed in the absorbed latent form (`Efficiency.mla_absorbed_prefill`):
+# decode's FLOP per query-key pair, at its own kernel's rate (`Efficiency.mla_latent_prefill`);
+# its kernel is the prefill kernel `attention` counts, and the latent it reads stays on chip
+LATENT_PREFILL = "latent_prefill"
 
 OpTerm = tuple[str, float, float, float, int]  # (name, layers, flop, hbm_bytes, kernels) per GPU
 
@@ -233,8 +240,13 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
                 2 * tokens * mix.qkv_weights,
                 mix.qkv_weights * wb + tokens * (h + mix.qkv_out) * ab,
             )
-            for name, flop, nbytes in mixer.core_terms(mix, shape, ab, kb):
+            share = dep.efficiency.mla_absorbed_prefill if m.mla is not None else 0.0
+            core = _mha_share(mix, share)
+            for name, flop, nbytes in mixer.core_terms(core, shape, ab, kb):
                 yield _term(name, n, flop, nbytes)
+            if share:  # the rest of the prefill pairs, in the latent form (Efficiency doc)
+                latent_flop = share * shape.prefill_attn_pairs * mix.flop_per_pair_decode
+                yield (LATENT_PREFILL, n, latent_flop, 0.0, 0)
             yield _term(
                 "o_proj",
                 n,
@@ -252,6 +264,14 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
         if isinstance(g.layer.ffn, Moe):
             yield from _moe_terms(dep, g.layer.ffn, g, tokens, all_tokens, wb, ab, h)
         yield _term("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
+
+
+def _mha_share(mix: MixerSplit, absorbed: float) -> MixerSplit:
+    """An MLA layer's split with only the MHA-form share (1 - `absorbed`) of its prefill pairs
+    left in `attention`; the absorbed share is the `latent_prefill` operator."""
+    if not absorbed:
+        return mix
+    return replace(mix, flop_per_pair_prefill=(1 - absorbed) * mix.flop_per_pair_prefill)
 
 
 def _moe_terms(

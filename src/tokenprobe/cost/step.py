@@ -40,6 +40,7 @@ from tokenprobe.cost.epcomm import (
     overlapped_s,
 )
 from tokenprobe.cost.ops import (
+    LATENT_PREFILL,
     MEMORY_EFFICIENCY_FIELD,
     OpTerm,
     expert_weight_elements,
@@ -165,9 +166,13 @@ def _quantized_moe_scale(dep: Deployment) -> float:
 def flop_rate_scales(dep: Deployment) -> dict[str, float]:
     """Operators whose kernels reach less of the tensor-core rate than the dense GEMMs: the
     fused-MoE expert kernels (`Efficiency.moe_compute`), slower again when they dequantize
-    quantized expert weights (`fp8_moe`, `quantized_moe`, which slow their HBM rate too), and an
-    MLA model's attention (`mla_attention`, which slows its HBM rate too)."""
-    scales = {"attention": mla_attention_scale(dep)}
+    quantized expert weights (`fp8_moe`, `quantized_moe`, which slow their HBM rate too), an
+    MLA model's attention (`mla_attention`, which slows its HBM rate too) and its prefill in the
+    absorbed form where an engine runs it so (`mla_latent_prefill`)."""
+    scales = {
+        "attention": mla_attention_scale(dep),
+        LATENT_PREFILL: dep.efficiency.mla_latent_prefill,
+    }
     if dep.model.moe is not None:
         scales["experts"] = dep.efficiency.moe_compute * _quantized_moe_scale(dep)
     return {op: scale for op, scale in scales.items() if scale != 1}

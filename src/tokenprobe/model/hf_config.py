@@ -494,5 +494,17 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
         name=name or hf_id or model_type or "custom",
         hf_id=hf_id,
         model_type=model_type,
+        max_context_tokens=_context_tokens(c),
         **shape,
     )
+
+
+def _context_tokens(c: _Cfg) -> int:
+    """max_position_embeddings as a count, else 0: it sets no shape, so an odd value (absent,
+    not an integer, beyond 2**31) is not stated rather than refused."""
+    value = c.raw("max_position_embeddings") if c.has("max_position_embeddings") else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        return 0
+    return value

@@ -137,6 +137,9 @@ class ModelSpec:
     kv_heads_per_layer: tuple[int, ...] = ()  # DeciLM's variable GQA: one count per layer
     embedding_norm: bool = False  # BLOOM's word_embeddings_layernorm after the lookup
     lm_head_bias: bool = False  # GPT-J's lm_head carries a bias per vocabulary entry
+    # the config's max_position_embeddings (0: not stated): an engine's default max_model_len
+    # (vLLM V0 sizes its prefill-only step budget by it, sim/vllm_v0.py); not part of the shape
+    max_context_tokens: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)

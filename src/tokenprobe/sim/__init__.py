@@ -6,6 +6,7 @@ frontend.py    the API-server processes (HTTP, tokenize, detokenize, SSE) as a C
 continuous.py  vLLM v1 continuous batching: chunked prefill, paged KV, preemption, prefix cache
 sglang_scheduler.py  SGLang's: prefill-first batches, KV reserved by new_token_ratio, retraction
 static.py      static batching, for contrast
+vllm_v0.py     vLLM's V0 engine defaults (before 0.8): whole-prompt prefill steps for MLA models
 specdecode.py  speculative decoding: k drafts verified per step, tokens from the acceptance
 cluster.py     data-parallel replicas behind a router (round-robin, least-loaded, prefix-aware)
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
@@ -55,6 +56,7 @@ from tokenprobe.sim.runconfig import (
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.sim.vllm_v0 import runs_v0, vllm_v0_defaults
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -93,9 +95,11 @@ __all__ = [
     "meets_slos",
     "price_deployment",
     "run_workload",
+    "runs_v0",
     "scheduler_name",
     "scheduler_of",
     "simulate",
     "simulate_fleet",
     "spec_decode_of",
+    "vllm_v0_defaults",
 ]

@@ -21,7 +21,8 @@ MAX_UTILIZATION = "max_utilization"
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
 VLLM_SCHEDULING, SGLANG_SCHEDULING = "vllm", "sglang"
-SCHEDULINGS = (VLLM_SCHEDULING, SGLANG_SCHEDULING)
+VLLM_V0_SCHEDULING = "vllm-v0"  # vLLM's V0 engine: prefill-only steps first (sim/vllm_v0.py)
+SCHEDULINGS = (VLLM_SCHEDULING, SGLANG_SCHEDULING, VLLM_V0_SCHEDULING)
 MAX_CONSERVATIVENESS = 100.0  # SGLang asserts >= 0; init ratio 0.7 x this is capped at 1 anyway
 MAX_BATCH_WINDOW_S = 3600.0  # an hour: far beyond any admission delay worth simulating
 
