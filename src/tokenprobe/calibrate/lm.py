@@ -7,7 +7,7 @@ grows x4 on a refused step and shrinks /3 on a taken one; the search stops after
 `max_iterations`, when the relative gain falls below `tolerance`, or when no damping finds a
 lower cost. Where a row is simulated the objective jumps at the 1e-3 scale: `fit` then runs
 this with differences at the objective's resolution (`COARSE_DIFF_STEP`), an evaluation budget
-and no step below `pattern.STEP_MIN`, and polishes with `pattern.pattern_search`.
+and no damped retry below `pattern.STEP_MIN`, and polishes with `pattern.pattern_search`.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def levenberg_marquardt(
     whose Jacobian columns tell which coordinates are identifiable (the same result type as
     `pattern_search`; `sweeps` counts iterations). `diff_step`: the finite-difference step;
     `max_evaluations`: the budget (default none: iterations bound it); `min_step`: the
-    smallest step (largest coordinate) worth trying, below it the search stops."""
+    smallest damped retry (largest coordinate) worth trying, below it the search stops."""
     evaluations = 0
 
     def fn(z: FloatArray) -> FloatArray:
@@ -90,11 +90,14 @@ def levenberg_marquardt(
     budget = max_evaluations if max_evaluations is not None else np.inf
     while iterations < max_iterations and active.any() and evaluations < budget:
         iterations += 1
-        improved = False
+        improved, trials = False, 0
         while mu < 1e10 and evaluations < budget:
             step = _lm_step(jac, r, mu, active)
-            if np.abs(step).max() < min_step:
-                break  # damped below the resolution: a smaller step measures the jumps
+            if trials and np.abs(step).max() < min_step:
+                # a refused step damped below the resolution: its cost would measure the jumps
+                # (an undamped small step is the trend's, near a minimum, and is tried)
+                break
+            trials += 1
             z_new = np.clip(z + step, -Z_LIMIT, Z_LIMIT)
             r_new = fn(z_new)
             cost_new = float(r_new @ r_new)
@@ -125,8 +128,9 @@ def robust_search(
     progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
     """For simulated rows (calibrate.pattern): LM with differences over `COARSE_DIFF_STEP`, no
-    step below `pattern.STEP_MIN` and at most `max_iterations` x (n + 1) + 1 evaluations for n
-    coordinates, then the compass polish from its point with `polish_evaluations`."""
+    damped retry below `pattern.STEP_MIN` and at most `max_iterations` x (n + 1) + 1
+    evaluations for n coordinates, then the compass polish from its point with
+    `polish_evaluations`."""
     coarse = levenberg_marquardt(
         residuals,
         z0,

@@ -12,7 +12,7 @@ few iterations in near its start (the 5-iteration stall of that refit, docs/accu
 
 Method, for a fit with any simulated row (`fit.method_for`, "robust"):
 1. Levenberg-Marquardt (calibrate.lm) with forward differences over `lm.COARSE_DIFF_STEP`
-   logit, no step smaller than `STEP_MIN` tried, and an evaluation budget: it follows the trend
+   logit, no damped retry below `STEP_MIN`, and an evaluation budget: it follows the trend
    through valleys (two parameters that trade off, as a prefill rate and a per-request
    overhead do in TTFT) where a coordinate search crawls;
 2. then this compass search with a pattern move (Hooke & Jeeves, J. ACM 8(2), 1961; Kolda,
