@@ -95,7 +95,7 @@ def test_a_hidden_server_is_recovered_from_its_simulated_runs(start: dict[str, f
     assert result.method == "robust" and result.objective_end < result.objective_start
     # memory and step_overhead_s trade off in a decode step (weights read + a fixed cost), so
     # the parameters themselves are not all identifiable from one model's runs; the predictions
-    # are: within 5 % on every metric of every run, fitted or held out (measured: <= 2 %; the
+    # are: within 5 % on every metric of every run, fitted or held out (measured: <= 2.7 %; the
     # Levenberg-Marquardt fit of fine differences stalls at 34-51 % held-out on these runs)
     assert _worst_error(fitted, result.params) < 0.05
     assert _worst_error(held, result.params) < 0.05
