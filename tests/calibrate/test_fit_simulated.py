@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tokenprobe.calibrate import Params, fit, load_rows, observe
-from tokenprobe.calibrate.fit import Objective, method_for
+from tokenprobe.calibrate.fit import Objective, fit_staged, method_for
 from tokenprobe.calibrate.lm import levenberg_marquardt, robust_search
 from tokenprobe.calibrate.observations import Row
 from tokenprobe.calibrate.pattern import STEP_MIN
@@ -119,6 +119,9 @@ def test_the_rows_choose_the_minimiser() -> None:
     assert method_for(analytic, "robust") == "robust"
     with pytest.raises(ConfigError, match="method"):
         method_for(analytic, "newton")
+    # a staged fit (times, then power) reports what each stage ran
+    staged = fit_staged(analytic, ["memory", "power.busy_power_fraction"], method="robust")
+    assert staged.method == "robust" and staged.fitted
 
 
 def test_a_staircase_objective_is_followed_where_fine_differences_see_no_slope() -> None:

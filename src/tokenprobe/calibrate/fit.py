@@ -387,6 +387,7 @@ def fit_staged(
         evaluations=sum(r.evaluations for r in results),
         rows=len(rows),
         values={n: params.get(n) for n in names},
+        method="+".join(dict.fromkeys(r.method for r in results)),  # each stage's, in order
     )
 
 
