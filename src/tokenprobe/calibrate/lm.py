@@ -148,6 +148,7 @@ def robust_search(
         coarse.active,
         max_evaluations=polish_evaluations,
         max_sweeps=max_iterations,
+        cost_start=coarse.cost,  # one point, one cost: the simulator runs one seed
     )
     return replace(
         polish,

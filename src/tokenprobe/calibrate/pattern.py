@@ -67,8 +67,10 @@ def pattern_search(
     max_evaluations: int,
     max_sweeps: int,
     step_start: float = STEP_START,
+    cost_start: float | None = None,
 ) -> SearchResult:
-    """Minimise ‖residuals(z)‖² from z0 over the `active` coordinates (module docstring)."""
+    """Minimise ‖residuals(z)‖² from z0 over the `active` coordinates (module docstring);
+    `cost_start`: the cost at z0 where the caller has it (one simulation of the rows saved)."""
     evaluations = 0
 
     def cost_of(z: FloatArray) -> float:
@@ -78,7 +80,7 @@ def pattern_search(
         return float(r @ r)
 
     z = np.clip(np.asarray(z0, dtype=np.float64).copy(), -Z_LIMIT, Z_LIMIT)
-    cost = cost_start = cost_of(z)
+    cost = cost_start = cost_of(z) if cost_start is None else cost_start
     steps = np.where(active, step_start, 0.0)
     sweeps = 0
     while sweeps < max_sweeps and evaluations < max_evaluations and (steps >= STEP_MIN).any():
