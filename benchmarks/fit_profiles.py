@@ -74,7 +74,7 @@ that a refit is not wanted for (say why in the profile's notes).
 Each profile records its parameters and its error before/after on the fitted and held-out sets.
 Prints a table, then one JSON line.
 Usage: python benchmarks/fit_profiles.py [--validation-dir D] [--only ENGINE] [--power-only]
-[--rerecord]
+       [--rerecord] [--method auto|lm|robust] [--out-dir D]
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ from tokenprobe.calibrate import (
     save_profile,
     split,
 )
-from tokenprobe.calibrate.fit import POWER_METRICS, POWER_PREFIX, fit, summarize
+from tokenprobe.calibrate.fit import METHODS, POWER_METRICS, POWER_PREFIX, fit, summarize
 from tokenprobe.calibrate.observations import LoadResult, observe
 from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.cost import DEFAULT_POWER
@@ -302,6 +302,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the shipped parameters, recompute the time error records",
     )
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="the time fit's minimiser (calibrate.fit.method_for; lm: the fine-difference LM "
+        "that stalled on simulated rows)",
+    )
     args = parser.parse_args(argv)
     if not args.validation_dir.is_dir():
         print(f"validation dir not found: {args.validation_dir}", file=sys.stderr)
@@ -351,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             parameters=parameters,
             start=start,
             fit_rows_per_source_simulated=spec.get("simulated_per_source", 24),
+            method=args.method,
         )
         eff = cal.fit.params.efficiency
         if spec.get("tie_decode_to_prefill") and eff.compute_decode > eff.compute_prefill:
@@ -367,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                 parameters=[n for n in parameters if n != "compute_decode"],
                 start=tied,
                 fit_rows_per_source_simulated=spec.get("simulated_per_source", 24),
+                method=args.method,
             )
             # "before" stays the untouched start's error, not the first pass's
             cal.fitted_before, cal.held_before = first.fitted_before, first.held_before
@@ -378,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         save_profile(profile, args.out_dir / f"{engine}.toml")
         print(
             f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
-            f"{time.perf_counter() - t0:.0f} s, {cal.fit.evaluations} evaluations"
+            f"{time.perf_counter() - t0:.0f} s, {cal.fit.evaluations} evaluations "
+            f"({cal.fit.method})"
         )
         print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
         _print_errors(profile)

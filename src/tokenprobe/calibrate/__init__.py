@@ -3,7 +3,8 @@
 - `observations`: measured rows and their predicted metrics; field parsers;
 - `sources`: validation-schema CSVs (and the profiler's CSV) -> rows, one mapper per source;
 - `runs`: rows from run folders (`tokenprobe profile`, simulated/measured serving runs);
-- `fit`: a bounded, robust Levenberg-Marquardt fit of named `Efficiency`/`PowerModel` fields;
+- `fit`: a bounded, robust fit of named `Efficiency`/`PowerModel` fields: Levenberg-Marquardt
+  (`lm`) on analytic rows, coarse LM then a compass search (`pattern`) where rows are simulated;
 - `calibration`: hold-out split by run/source and error before/after on both sets;
 - `profile`: the TOML profile format and the shipped engine profiles (`load_profile`);
 - `profiler`: the PyTorch GPU profiler behind `tokenprobe profile` (torch optional).

@@ -109,6 +109,7 @@ class Calibration:
             "objective": {"start": f.objective_start, "end": f.objective_end},
             "iterations": f.iterations,
             "evaluations": f.evaluations,
+            "method": f.method,
             "errors": [e.__dict__ for e in self.errors()],
         }
 
@@ -123,11 +124,13 @@ def calibrate(
     fit_rows_per_source: int = DEFAULT_FIT_ROWS_PER_SOURCE,
     fit_rows_per_source_simulated: int = DEFAULT_FIT_ROWS_PER_SOURCE_SIMULATED,
     progress: ProgressFn | None = None,
+    method: str = "auto",
 ) -> Calibration:
     """Fit one engine's parameters on the non-held-out rows; errors on both sets, before/after.
     The fit sees at most `fit_rows_per_source` rows of each source
     (`fit_rows_per_source_simulated` where each prediction is a simulation; `fit.subsample`);
-    the errors are reported on every row.
+    the errors are reported on every row. `method`: the minimiser (`fit.method_for`; "auto"
+    picks the compass search where a row is simulated).
     `progress(done, total)`: the fit's iterations, then the four error passes."""
     name, chosen = select_engine(rows, engine)
     fitted, held = split(chosen, holdout)
@@ -142,7 +145,7 @@ def calibrate(
             progress(done, total + ERROR_PASSES)
 
     fit_rows = subsample(fitted, fit_rows_per_source, fit_rows_per_source_simulated)
-    result = fit_staged(fit_rows, parameters, start, fit_progress)
+    result = fit_staged(fit_rows, parameters, start, fit_progress, method=method)
     p = result.params
     passes = [(fitted, start), (fitted, p), (held, start), (held, p)]
     errors = []

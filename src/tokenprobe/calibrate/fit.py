@@ -15,10 +15,14 @@ each within bounds), never a per-row correction. The objective, over the rows' o
 - z_k is parameter k mapped to the real line by a logit between its bounds; the small ridge λ
   keeps parameters the data barely sees at their start values (no drift into a bound on noise).
 
-The minimiser is Levenberg-Marquardt (Marquardt 1963) on those residuals with a forward-difference
-Jacobian in z; a step is taken only if it lowers the objective, so the fitted error can never end
-above where it started (the data term starts with a zero ridge term). Parameters to which no
-observation is sensitive are left at their start value and reported as not identifiable.
+The minimiser (`method_for`) is Levenberg-Marquardt (calibrate.lm: forward-difference Jacobian
+in z) where every prediction is analytic; where any row is simulated, whose objective is
+piecewise smooth with jumps that a fine difference mistakes for slopes, LM with differences at
+the objective's resolution and then a compass search (calibrate.pattern; one seed for every
+evaluation). Either takes a point only if it lowers the objective, so
+the fitted error can never end above where it started (the data term starts with a zero ridge
+term). Parameters to which no observation is sensitive are left at their start value and
+reported as not identifiable.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tokenprobe.calibrate.lm import levenberg_marquardt, robust_search
 from tokenprobe.calibrate.observations import Observation, Row, observe
 from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
 from tokenprobe.errors import ConfigError
@@ -75,8 +80,6 @@ POWER_METRICS = frozenset({"power_per_gpu", "power_total"})
 not fitted, so time parameters are not bent to absorb an energy error (and vice versa)."""
 LOSS_SCALE = 0.10  # soft-L1 turns linear beyond ~10 % log error
 RIDGE = 0.03  # λ: pull towards the start value, in logit units
-DIFF_STEP = 1e-3  # forward-difference step in logit units
-SENSITIVITY_FLOOR = 1e-9
 
 
 @dataclass(frozen=True)
@@ -255,28 +258,22 @@ class FitResult:
     evaluations: int
     rows: int
     values: dict[str, float] = field(default_factory=dict)
+    method: str = "lm"  # the minimiser that ran (method_for)
 
 
-def _jacobian(
-    fn: Callable[[FloatArray], FloatArray], z: FloatArray, r: FloatArray, active: FloatArray
-) -> FloatArray:
-    jac = np.zeros((r.size, z.size))
-    for k in np.flatnonzero(active):
-        dz = z.copy()
-        dz[k] += DIFF_STEP
-        jac[:, k] = (fn(dz) - r) / DIFF_STEP
-    return jac
+METHODS = ("auto", "lm", "robust")
+POLISH_EVALUATIONS_PER_PARAMETER = 12  # the compass polish's budget: 12 x n + 1 evaluations
 
 
-def _lm_step(jac: FloatArray, r: FloatArray, mu: float, active: FloatArray) -> FloatArray:
-    a = jac.T @ jac
-    g = jac.T @ r
-    damp = mu * (np.diag(a) + 1e-12)
-    a = a + np.diag(damp)
-    step = np.zeros_like(g)
-    idx = np.flatnonzero(active)
-    step[idx] = np.linalg.solve(a[np.ix_(idx, idx)], -g[idx])
-    return step
+def method_for(rows: Sequence[Row], method: str = "auto") -> str:
+    """The minimiser a fit of these rows runs: "lm" where every prediction is analytic (smooth:
+    finite differences are exact to their step), "robust" where any is a simulation (coarse
+    LM, then a compass search: calibrate.pattern says why), or the one `method` names."""
+    if method not in METHODS:
+        raise ConfigError("method", method, f"one of {', '.join(METHODS)}")
+    if method != "auto":
+        return method
+    return "robust" if any(r.simulated for r in rows) else "lm"
 
 
 def fit(
@@ -289,43 +286,44 @@ def fit(
     ridge: float = RIDGE,
     metrics: Collection[str] | None = None,
     progress: ProgressFn | None = None,
+    method: str = "auto",
 ) -> FitResult:
     """Fit `parameters` (names from BOUNDS) to the rows' measurements, starting from `start`;
     `metrics` limits which measured metrics the objective counts (default: all but derived).
-    `progress(done, max_iterations)` is called after each iteration and once at the end with
-    done = max_iterations (a fit that converges early finishes its budget at once)."""
+    `method` (`method_for`): Levenberg-Marquardt on analytic rows, coarse LM then a compass
+    search where a row is simulated. Budget, n parameters: LM at most `max_iterations`
+    iterations (each one Jacobian of n evaluations and its damped trials); "robust" at most
+    `max_iterations` x (n + 1) + 1 evaluations for its LM (LM's iterations when each takes its
+    first trial) and `POLISH_EVALUATIONS_PER_PARAMETER` x n + 1 for its polish, i.e. for the
+    default 25 iterations and 4 parameters at most 126 + 49 simulations of the rows.
+    `progress(done, max_iterations)` is called after each iteration (sweep) and once at the end
+    with done = max_iterations (a fit that converges early finishes its budget at once)."""
     names = check_parameters(parameters)
     if not rows:
         raise ConfigError("rows", 0, "at least one measured row to fit")
+    chosen = method_for(rows, method)
     start = start or Params()
     obj = Objective(rows, names, start, ridge, metrics)
-    z = obj.z0.copy()
-    r = obj.residuals(z)
-    cost0 = cost = float(r @ r)
-    jac = _jacobian(obj.residuals, z, r, np.ones(z.size, dtype=bool))
-    data_rows = obj.weights.size
-    active = np.abs(jac[:data_rows]).max(axis=0) > SENSITIVITY_FLOOR
-    mu, iterations = 1e-2, 0
-    while iterations < max_iterations and active.any():
-        iterations += 1
-        improved = False
-        while mu < 1e10:
-            z_new = np.clip(z + _lm_step(jac, r, mu, active), -12, 12)
-            r_new = obj.residuals(z_new)
-            cost_new = float(r_new @ r_new)
-            if cost_new < cost:
-                improved = True
-                break
-            mu *= 4.0
-        if not improved:
-            break
-        gain = (cost - cost_new) / max(cost, 1e-300)
-        z, r, cost, mu = z_new, r_new, cost_new, max(mu / 3.0, 1e-9)
-        if gain < tolerance:
-            break
-        jac = _jacobian(obj.residuals, z, r, active)
-        if progress is not None:
-            progress(iterations, max_iterations)
+    if chosen == "robust":
+        found = robust_search(
+            obj.residuals,
+            obj.z0,
+            obj.weights.size,
+            max_iterations=max_iterations,
+            tolerance=tolerance,
+            polish_evaluations=POLISH_EVALUATIONS_PER_PARAMETER * len(names) + 1,
+            progress=progress,
+        )
+    else:
+        found = levenberg_marquardt(
+            obj.residuals,
+            obj.z0,
+            obj.weights.size,
+            max_iterations=max_iterations,
+            tolerance=tolerance,
+            progress=progress,
+        )
+    z, cost0, cost, active = found.z, found.cost_start, found.cost, found.active
     if progress is not None:
         progress(max_iterations, max_iterations)
     # a parameter nothing depends on keeps its given start (not the moved-inside one)
@@ -339,10 +337,11 @@ def fit(
         not_identifiable=[n for n, a in zip(names, active, strict=True) if not a],
         objective_start=cost0,
         objective_end=cost,
-        iterations=iterations,
+        iterations=found.sweeps,
         evaluations=obj.evaluations,
         rows=len(rows),
         values={n: params.get(n) for n in names},
+        method=chosen,
     )
 
 
@@ -388,6 +387,7 @@ def fit_staged(
         evaluations=sum(r.evaluations for r in results),
         rows=len(rows),
         values={n: params.get(n) for n in names},
+        method="+".join(dict.fromkeys(r.method for r in results)),  # each stage's, in order
     )
 
 
