@@ -72,7 +72,7 @@ def main() -> None:
     cpu_s = time.process_time() - c0
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
     print(
         json.dumps(
             {

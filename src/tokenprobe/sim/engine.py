@@ -165,14 +165,16 @@ class Engine:
 
     def _pop_instant(self) -> None:
         """Apply every event of the earliest instant."""
-        t_s = self._heap[0][0]
-        if t_s < self.clock_s:
-            raise SimulationError(f"clock would go back from {self.clock_s} to {t_s}")
-        if not self.busy and t_s > self.clock_s:
-            self.idle_energy_j += self.idle_power_w * (t_s - self.clock_s)
+        heap, clock_s = self._heap, self.clock_s
+        t_s = heap[0][0]
+        if t_s < clock_s:
+            raise SimulationError(f"clock would go back from {clock_s} to {t_s}")
+        if not self.busy and t_s > clock_s:
+            self.idle_energy_j += self.idle_power_w * (t_s - clock_s)
         self.clock_s = t_s
-        while self._heap and self._heap[0][0] == t_s:
-            _, kind, _, payload = heapq.heappop(self._heap)
+        pop = heapq.heappop
+        while heap and heap[0][0] == t_s:
+            _, kind, _, payload = pop(heap)
             if kind == _STEP_DONE:
                 self._step_done()
             elif kind == _ARRIVAL:
@@ -250,9 +252,11 @@ class Engine:
         if fe is not None and fe.shares_engine:
             fe.run_engine_step(now, end_s)
         prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
-        gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
-        if self.gap_fn is not None:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
-            gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *self.gap_fn(plan))
+        gap_fn = self.gap_fn
+        if gap_fn is None:
+            gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
+        else:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
+            gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *gap_fn(plan))
         self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
         rows = self.timeline.rows
         if rows[-1][0] == now:  # replaces a zero-length idle point
@@ -261,12 +265,12 @@ class Engine:
         if gap_s > 0:
             rows.append((now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
         if gap_s < time_s:
-            row = (now + gap_s, batch, kv, queue, power_w, prefill_tokens, decode_seqs)
-            rows.append(row)
+            rows.append((now + gap_s, batch, kv, queue, power_w, prefill_tokens, decode_seqs))
         self.step_energy_j += energy_j
         self.busy_s += time_s - gap_s
         self.busy = True
-        self._push(end_s, _STEP_DONE, self.step)
+        self._order += 1
+        heapq.heappush(self._heap, (end_s, _STEP_DONE, self._order, self.step))
 
     def _step_done(self) -> None:
         finished = self.sched.complete(self.step, self.clock_s)

@@ -95,8 +95,8 @@ class Ledger:
 
     def add_step(self, end_s: float, energy_j: float, tokens: int) -> None:
         self.step_end_s.append(end_s)
-        per_token = energy_j / tokens if tokens else 0.0
-        self.cum_j_per_token.append(self.cum_j_per_token[-1] + per_token)
+        cum = self.cum_j_per_token
+        cum.append(cum[-1] + (energy_j / tokens if tokens else 0.0))
 
     def j_per_token(self, step: int) -> float:
         return self.cum_j_per_token[step + 1] - self.cum_j_per_token[step]
