@@ -32,6 +32,7 @@ with concurrency / N instead).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.base import Scheduler, SchedulerConfig
-from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.engine import Engine, StepFn, gc_paused
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
@@ -374,11 +375,14 @@ def run_cluster(
         cost_gap_fn(dep), spec_run, seed, frontend_fn,
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
-    for spec in requests:
-        t = spec.arrival_s
-        advance(engines, t)
-        target = choose.pick(spec, [e.outstanding for e in engines])
-        engines[target].submit(spec)
+    with gc_paused():
+        for spec in requests:
+            t = spec.arrival_s
+            advance(engines, t)
+            target = choose.pick(spec, [e.outstanding for e in engines])
+            engines[target].submit(spec)
+        for engine in engines:
+            engine.run_until(math.inf)
     per_replica = max(1, -(-trace_requests // replicas))
     parts = []
     for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):

@@ -24,7 +24,7 @@ from typing import Any
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.energy_basis import basis_figures
-from tokenprobe.sim.engine import EngineResult
+from tokenprobe.sim.engine import EngineResult, gc_paused
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Seq
@@ -108,10 +108,11 @@ def build_records(
     if result.frontend is not None:
         lags = result.frontend.lag_s
         delivered = [end + lag for end, lag in zip(result.ledger.step_end_s, lags, strict=True)]
-    return [
-        _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
-        for i, seq in enumerate(result.seqs)
-    ]
+    with gc_paused():
+        return [
+            _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
+            for i, seq in enumerate(result.seqs)
+        ]
 
 
 def per_million_kwh(joules: float, tokens: int) -> float | None:

@@ -70,12 +70,16 @@ class DecodeMemo:
         cell = self._cells[(n, lo)] = (t0, e0, t1 - t0, e1 - e0)
         return cell
 
+    def _mixed(self, plan: StepPlan) -> tuple[float, float]:
+        """A step with prefill work (or none at all): priced exactly."""
+        self.exact_calls += 1
+        return self.exact(plan)
+
     def __call__(self, plan: StepPlan) -> tuple[float, float]:
         self.calls += 1
         prefill_tokens, _, prefill_seqs, n, ctx = plan
         if prefill_tokens or prefill_seqs or n == 0:
-            self.exact_calls += 1
-            return self.exact(plan)
+            return self._mixed(plan)
         width = n * self.bucket
         off = ctx % width
         lo = ctx - off
@@ -122,11 +126,10 @@ class StepMemo(DecodeMemo):
         box = self._boxes[(p0, n0, m0)] = tuple(values)  # type: ignore[assignment]
         return box  # type: ignore[return-value]
 
-    def __call__(self, plan: StepPlan) -> tuple[float, float]:
+    def _mixed(self, plan: StepPlan) -> tuple[float, float]:
         p, pairs, prefill_seqs, n, ctx = plan
         if prefill_seqs != 1 or not n or pairs != p * (p + 1) / 2:
-            return DecodeMemo.__call__(self, plan)
-        self.calls += 1
+            return DecodeMemo._mixed(self, plan)
         self.mixed_calls += 1
         wp = 1 << max(p.bit_length() - _P_BITS, 0)
         wn = 1 << max(n.bit_length() - _N_BITS, 0)
