@@ -121,10 +121,12 @@ def per_million_kwh(joules: float, tokens: int) -> float | None:
 
 def energy_summary(result: EngineResult, input_tokens: int, output_tokens: int) -> dict[str, Any]:
     """Energy accounting of a run (module docstring); joules, kWh per million tokens, watts."""
-    rows = result.timeline.rows
+    data = result.timeline.data  # flat: 7 values a point (engine.Timeline)
     prefill_j = decode_j = 0.0
-    ends = [row[0] for row in rows[1:]] + [result.end_s]
-    for (t0, _, _, _, p, pre, dec), t1 in zip(rows, ends, strict=True):
+    ends = [*data[7::7], result.end_s]
+    for t0, p, pre, dec, t1 in zip(
+        data[::7], data[4::7], data[5::7], data[6::7], ends, strict=True
+    ):
         tokens = pre + dec
         if tokens:
             e = p * (t1 - t0)
