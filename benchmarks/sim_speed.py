@@ -10,13 +10,17 @@ process's CPU time) is the figure to judge on a shared machine; `wall_s` is also
 The cluster case (`--replicas 16 --requests 1000000`): 16 replicas behind the least-loaded
 router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
-Measured in session 9 on the shared 2-core box (load 2.5-11 from other jobs, so both figures of a
-pair were taken back to back): 100k requests 8.5-9.2 CPU-s against 13.1-13.9 for the session's
-start (8d46894), 262 MB peak; 16 x 100k 11.1 against 17.8 CPU-s; 16 x 1M 96.9 CPU-s, 2.08 GB peak
-(still over both targets). Where the time went: the exact cost model on mixed steps (now
-`StepMemo`, sim/stepcache.py), the cyclic GC's passes over the run's objects (now paused:
-engine.gc_paused), tuple timeline points (now one flat array), every replica asked for every
-request (now a heap of next events: cluster.NextEvents). `--profile` prints the functions with
+Measured in session 9 on the shared 2-core box: 100k requests 7.9-8.0 CPU-s (load 1.5, wall
+= CPU), 256,606 steps, 283 MB peak; back to back with the session's start (8d46894) at load 2.5,
+7.9-8.0 against 11.3-12.5 CPU-s. 16 x 100k 10.9 CPU-s (17.1 for 8d46894 back to back at load 4);
+16 x 1M 86.5 CPU-s, 2,616,930 steps, 1.96 GB peak. So memory meets its target and time does not
+(6 s, 60 s). Where the time went: the exact cost model on mixed steps (now `StepMemo`,
+sim/stepcache.py), the cyclic GC's passes over the run's objects (now paused:
+engine.gc_paused), tuple timeline points and float lists (now flat arrays), every replica asked
+for every request (now a heap of next events: cluster.NextEvents). What is left: ~13 us of
+Python per decode step (plan, price, commit, complete), ~31k exact cost-model calls of ~40 us
+(mixed steps of several prompts, the memo's corners), records and summary ~1.1 s.
+`--profile` prints the functions with
 the most own time.
 
     python benchmarks/sim_speed.py [--requests N] [--load 0.8] [--replicas R] [--profile]

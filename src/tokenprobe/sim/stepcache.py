@@ -28,6 +28,8 @@ priced exactly; `simulate(..., exact_steps=True)` prices every step exactly.
 
 from __future__ import annotations
 
+from typing import cast
+
 from tokenprobe.sim.base import StepPlan
 from tokenprobe.sim.engine import StepFn
 
@@ -123,8 +125,8 @@ class StepMemo(DecodeMemo):
             for n in (n0, n0 + wn):
                 for m in (m0, m0 + wm):
                     values.extend(corner(p, n, m))
-        box = self._boxes[(p0, n0, m0)] = tuple(values)  # type: ignore[assignment]
-        return box  # type: ignore[return-value]
+        box = self._boxes[(p0, n0, m0)] = cast(Box, tuple(values))
+        return box
 
     def _mixed(self, plan: StepPlan) -> tuple[float, float]:
         p, pairs, prefill_seqs, n, ctx = plan
