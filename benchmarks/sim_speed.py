@@ -10,9 +10,10 @@ process's CPU time) is the figure to judge on a shared machine; `wall_s` is also
 The cluster case (`--replicas 16 --requests 1000000`): 16 replicas behind the least-loaded
 router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
-Measured in session 9 on the shared 2-core box: 100k requests 7.9-8.0 CPU-s (load 1.5, wall
-= CPU), 256,606 steps, 283 MB peak; back to back with the session's start (8d46894) at load 2.5,
-7.9-8.0 against 11.3-12.5 CPU-s. 16 x 100k 10.9 CPU-s (17.1 for 8d46894 back to back at load 4);
+Measured in session 9 on the shared 2-core box, whose speed swings by half from minute to
+minute: 100k requests 6.0-8.0 CPU-s (load 1.2-1.6, wall = CPU), 256,606 steps, 283 MB peak; run
+side by side with the session's start (8d46894) 7.0 against 10.7 CPU-s, back to back at load 2.5
+7.9-8.0 against 11.3-12.5. 16 x 100k 10.9 CPU-s (17.1 for 8d46894 back to back at load 4);
 16 x 1M 86.5 CPU-s, 2,616,930 steps, 1.96 GB peak. So memory meets its target and time does not
 (6 s, 60 s). Where the time went: the exact cost model on mixed steps (now `StepMemo`,
 sim/stepcache.py), the cyclic GC's passes over the run's objects (now paused:
