@@ -32,6 +32,7 @@ with concurrency / N instead).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.base import Scheduler, SchedulerConfig
-from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.engine import Engine, StepFn, gc_paused
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool
@@ -322,6 +323,33 @@ def advance(engines: list[Engine], t_s: float) -> None:
             engine.run_until(t_s)
 
 
+class NextEvents:
+    """The engines' next event times on one heap, so that advancing a fleet to an arrival
+    touches only the engines with an event before it rather than every replica for every
+    request (`advance`'s result, in a different order: the engines are independent). One live
+    entry per engine (`_version`); `moved(i)` after anything may have changed engine i's next
+    event outside `advance` (a submitted request)."""
+
+    def __init__(self, engines: list[Engine]) -> None:
+        self.engines = engines
+        self._version = [0] * len(engines)
+        self._heap = [(e.next_event_s(), i, 0) for i, e in enumerate(engines)]
+        heapq.heapify(self._heap)
+
+    def moved(self, i: int) -> None:
+        self._version[i] += 1
+        heapq.heappush(self._heap, (self.engines[i].next_event_s(), i, self._version[i]))
+
+    def advance(self, t_s: float) -> None:
+        """Every engine with an event before `t_s` advanced to that instant."""
+        heap, version = self._heap, self._version
+        while heap and heap[0][0] < t_s:
+            _, i, v = heapq.heappop(heap)
+            if v == version[i]:
+                self.engines[i].run_until(t_s)
+                self.moved(i)
+
+
 def fleet_run(
     config: dict[str, Any],
     records: list[RequestRecord],
@@ -374,11 +402,15 @@ def run_cluster(
         cost_gap_fn(dep), spec_run, seed, frontend_fn,
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
-    for spec in requests:
-        t = spec.arrival_s
-        advance(engines, t)
-        target = choose.pick(spec, [e.outstanding for e in engines])
-        engines[target].submit(spec)
+    front = NextEvents(engines)
+    with gc_paused():
+        for spec in requests:
+            front.advance(spec.arrival_s)
+            target = choose.pick(spec, [e.outstanding for e in engines])
+            engines[target].submit(spec)
+            front.moved(target)
+        for engine in engines:
+            engine.run_until(math.inf)
     per_replica = max(1, -(-trace_requests // replicas))
     parts = []
     for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):

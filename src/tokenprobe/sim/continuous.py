@@ -89,6 +89,10 @@ class ContinuousScheduler:
     def plan(self, step: int, now_s: float) -> StepPlan | None:
         self._chunks = []
         preempted = self._allocate_decode(step)
+        if not (preempted or self.prefilling or self.waiting):  # decode only: most steps
+            self.wake_s = None
+            n = self._n_dec
+            return StepPlan(0, 0.0, 0, n, self._ctx_offset + n * step) if n else None
         # preemption frees budget
         budget = self.config.max_num_batched_tokens - self._n_dec - self._draft_rows
         if self.prefilling:

@@ -29,10 +29,14 @@ was rejected. In closed loop a user starts its next conversation when the last t
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import overload
 
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim.base import Scheduler, StepPlan
@@ -54,6 +58,21 @@ _HELD = 4  # a data-parallel rank's dummy pass ends (sim/dpep.py)
 _PROGRESS_EVERY_STEPS = 2000
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a run piles up its small objects (timeline rows,
+    heap entries, ledger floats, records): none of them is part of a reference cycle, yet the
+    collector's passes over them took 1.2 of 8 CPU-s of benchmarks/sim_speed.py. It is enabled
+    again afterwards if it was enabled before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class SimulationError(TokenprobeError):
     """The simulator broke one of its own invariants (a bug, never bad input)."""
 
@@ -62,24 +81,70 @@ TimelineRow = tuple[float, int, int, int, float, int, int]
 """(t_s, batch_size, kv_blocks_used, queue_len, power_w, prefill_tokens, decode_seqs)."""
 
 
-@dataclass(slots=True)
-class Timeline:
-    """One tuple per point (cheap for 10^5 steps); point i holds from rows[i] to rows[i + 1]."""
+_ROW = 7  # values a point
 
-    rows: list[TimelineRow] = field(default_factory=list)
 
-    def add(self, t_s: float, plan: StepPlan | None, kv: int, queue: int, power_w: float) -> None:
-        rows = self.rows
-        if rows and rows[-1][0] == t_s:  # a zero-length point: replace it
-            rows.pop()
-        if plan is None:
-            rows.append((t_s, 0, kv, queue, power_w, 0, 0))
-        else:
-            batch = plan.prefill_seqs + plan.decode_seqs
-            rows.append((t_s, batch, kv, queue, power_w, plan.prefill_tokens, plan.decode_seqs))
+class TimelineRows(Sequence[TimelineRow]):
+    """The points as `TimelineRow` tuples (a read-only view of `Timeline.data`)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: array[float]) -> None:
+        self._data = data
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._data) // _ROW
+
+    @overload
+    def __getitem__(self, i: int) -> TimelineRow: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[TimelineRow]: ...
+    def __getitem__(self, i: int | slice) -> TimelineRow | list[TimelineRow]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        t, b, k, q, p, pre, dec = self._data[i * _ROW : (i + 1) * _ROW]
+        return (t, int(b), int(k), int(q), p, int(pre), int(dec))
+
+    def __iter__(self) -> Iterator[TimelineRow]:
+        it = iter(self._data)
+        for t, b, k, q, p, pre, dec in zip(it, it, it, it, it, it, it, strict=True):
+            yield (t, int(b), int(k), int(q), p, int(pre), int(dec))
+
+
+@dataclass(slots=True)
+class Timeline:
+    """The power timeline, point i holding from rows[i] to rows[i + 1]. Kept flat in one array
+    of doubles, 7 a point (56 bytes, where a tuple of them took ~190: a 10^6-request fleet has
+    millions of points); the counts are integers below 2^53, so they read back exact."""
+
+    data: array[float] = field(default_factory=lambda: array("d"))
+
+    @property
+    def rows(self) -> TimelineRows:
+        return TimelineRows(self.data)
+
+    def add(self, t_s: float, plan: StepPlan | None, kv: int, queue: int, power_w: float) -> None:
+        if plan is None:
+            self.point(t_s, 0, kv, queue, power_w, 0, 0)
+        else:
+            batch = plan.prefill_seqs + plan.decode_seqs
+            self.point(t_s, batch, kv, queue, power_w, plan.prefill_tokens, plan.decode_seqs)
+
+    def point(
+        self, t_s: float, batch: int, kv: int, queue: int, power_w: float, pre: int, dec: int
+    ) -> None:
+        """Append a point; one at the same instant as the last replaces it (zero length)."""
+        data = self.data
+        if data and data[-_ROW] == t_s:
+            del data[-_ROW:]
+        data.extend((t_s, batch, kv, queue, power_w, pre, dec))
+
+    def __len__(self) -> int:
+        return len(self.data) // _ROW
 
 
 @dataclass(slots=True)
@@ -146,10 +211,11 @@ class Engine:
         for _ in range(min(concurrency or 1, len(requests))):
             self._push_next_arrival(0.0)
         self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
-        while self._heap:
-            self._pop_instant()
-            if not self.busy:
-                self._start_step()
+        with gc_paused():
+            while self._heap:
+                self._pop_instant()
+                if not self.busy:
+                    self._start_step()
         return self._result()
 
     def _push_next_arrival(self, now_s: float) -> None:
@@ -165,14 +231,16 @@ class Engine:
 
     def _pop_instant(self) -> None:
         """Apply every event of the earliest instant."""
-        t_s = self._heap[0][0]
-        if t_s < self.clock_s:
-            raise SimulationError(f"clock would go back from {self.clock_s} to {t_s}")
-        if not self.busy and t_s > self.clock_s:
-            self.idle_energy_j += self.idle_power_w * (t_s - self.clock_s)
+        heap, clock_s = self._heap, self.clock_s
+        t_s = heap[0][0]
+        if t_s < clock_s:
+            raise SimulationError(f"clock would go back from {clock_s} to {t_s}")
+        if not self.busy and t_s > clock_s:
+            self.idle_energy_j += self.idle_power_w * (t_s - clock_s)
         self.clock_s = t_s
-        while self._heap and self._heap[0][0] == t_s:
-            _, kind, _, payload = heapq.heappop(self._heap)
+        pop = heapq.heappop
+        while heap and heap[0][0] == t_s:
+            _, kind, _, payload = pop(heap)
             if kind == _STEP_DONE:
                 self._step_done()
             elif kind == _ARRIVAL:
@@ -250,23 +318,25 @@ class Engine:
         if fe is not None and fe.shares_engine:
             fe.run_engine_step(now, end_s)
         prefill_tokens, _, prefill_seqs, decode_seqs, _ = plan
-        gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
-        if self.gap_fn is not None:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
-            gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *self.gap_fn(plan))
+        gap_fn = self.gap_fn
+        if gap_fn is None:
+            gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
+        else:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
+            gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *gap_fn(plan))
         self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
-        rows = self.timeline.rows
-        if rows[-1][0] == now:  # replaces a zero-length idle point
-            rows.pop()
+        data = self.timeline.data  # Timeline.point inlined: 7 values a point
+        if data[-_ROW] == now:  # replaces a zero-length idle point
+            del data[-_ROW:]
         batch = prefill_seqs + decode_seqs
         if gap_s > 0:
-            rows.append((now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
+            data.extend((now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
         if gap_s < time_s:
-            row = (now + gap_s, batch, kv, queue, power_w, prefill_tokens, decode_seqs)
-            rows.append(row)
+            data.extend((now + gap_s, batch, kv, queue, power_w, prefill_tokens, decode_seqs))
         self.step_energy_j += energy_j
         self.busy_s += time_s - gap_s
         self.busy = True
-        self._push(end_s, _STEP_DONE, self.step)
+        self._order += 1
+        heapq.heappush(self._heap, (end_s, _STEP_DONE, self._order, self.step))
 
     def _step_done(self) -> None:
         finished = self.sched.complete(self.step, self.clock_s)

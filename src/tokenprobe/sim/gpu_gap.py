@@ -32,9 +32,15 @@ def cost_gap_fn(dep: Deployment) -> GapFn:
     gap_w = host_gap_power_w(dep) * n
     max_w = power_cap_w(dep) * n
 
+    memo: dict[tuple[int, int], tuple[float, float, float]] = {}  # host time needs only these
+
     def gap(plan: StepPlan) -> tuple[float, float, float]:
-        shape = BatchShape(0, 0.0, plan.prefill_seqs, plan.decode_seqs, 0)
-        return float(host_time_s(dep, shape)), gap_w, max_w
+        key = (plan.prefill_seqs, plan.decode_seqs)
+        hit = memo.get(key)
+        if hit is None:
+            shape = BatchShape(0, 0.0, key[0], key[1], 0)
+            hit = memo[key] = (float(host_time_s(dep, shape)), gap_w, max_w)
+        return hit
 
     return gap
 

@@ -99,13 +99,14 @@ class BlockPool:
 
     def allocate(self, n_blocks: int) -> None:
         """Take `n_blocks` free blocks from the front of the free queue (evicting cached KV)."""
-        if n_blocks > self.free_blocks:
+        used = self.used_blocks + n_blocks
+        if used > self.capacity_blocks:
             raise AssertionError(f"allocate {n_blocks} > free {self.free_blocks}")
-        self.used_blocks += n_blocks
-        if self._run_blocks > self.free_blocks:
+        self.used_blocks = used
+        if self._run_blocks and self._run_blocks > self.capacity_blocks - used:
             self._consume_runs()
-        if self.used_blocks > self.peak_used_blocks:
-            self.peak_used_blocks = self.used_blocks
+        if used > self.peak_used_blocks:
+            self.peak_used_blocks = used
 
     def free(self, n_blocks: int, retain_seq: int = -1, retained: int = 0) -> None:
         """Give back `n_blocks`; with prefix caching the first `retained` of a sequence's blocks

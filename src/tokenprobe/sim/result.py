@@ -24,7 +24,7 @@ from typing import Any
 from tokenprobe.metrics import summarize
 from tokenprobe.records import RequestRecord, Run, TimelinePoint, write_run
 from tokenprobe.sim.energy_basis import basis_figures
-from tokenprobe.sim.engine import EngineResult
+from tokenprobe.sim.engine import EngineResult, gc_paused
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Seq
@@ -108,10 +108,11 @@ def build_records(
     if result.frontend is not None:
         lags = result.frontend.lag_s
         delivered = [end + lag for end, lag in zip(result.ledger.step_end_s, lags, strict=True)]
-    return [
-        _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
-        for i, seq in enumerate(result.seqs)
-    ]
+    with gc_paused():
+        return [
+            _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
+            for i, seq in enumerate(result.seqs)
+        ]
 
 
 def per_million_kwh(joules: float, tokens: int) -> float | None:
@@ -120,10 +121,12 @@ def per_million_kwh(joules: float, tokens: int) -> float | None:
 
 def energy_summary(result: EngineResult, input_tokens: int, output_tokens: int) -> dict[str, Any]:
     """Energy accounting of a run (module docstring); joules, kWh per million tokens, watts."""
-    rows = result.timeline.rows
+    data = result.timeline.data  # flat: 7 values a point (engine.Timeline)
     prefill_j = decode_j = 0.0
-    ends = [row[0] for row in rows[1:]] + [result.end_s]
-    for (t0, _, _, _, p, pre, dec), t1 in zip(rows, ends, strict=True):
+    ends = [*data[7::7], result.end_s]
+    for t0, p, pre, dec, t1 in zip(
+        data[::7], data[4::7], data[5::7], data[6::7], ends, strict=True
+    ):
         tokens = pre + dec
         if tokens:
             e = p * (t1 - t0)

@@ -10,6 +10,8 @@ cum[f] - cum[s-1] joules and a prefill chunk of n tokens in step t costs n x (cu
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tokenprobe.workload import RequestSpec
@@ -90,13 +92,14 @@ class Ledger:
     to and including step i.
     """
 
-    step_end_s: list[float] = field(default_factory=list)
-    cum_j_per_token: list[float] = field(default_factory=lambda: [0.0])
+    # arrays of doubles: 8 bytes a step where a list held a 24-byte float object and a pointer
+    step_end_s: array[float] = field(default_factory=lambda: array("d"))
+    cum_j_per_token: array[float] = field(default_factory=lambda: array("d", [0.0]))
 
     def add_step(self, end_s: float, energy_j: float, tokens: int) -> None:
         self.step_end_s.append(end_s)
-        per_token = energy_j / tokens if tokens else 0.0
-        self.cum_j_per_token.append(self.cum_j_per_token[-1] + per_token)
+        cum = self.cum_j_per_token
+        cum.append(cum[-1] + (energy_j / tokens if tokens else 0.0))
 
     def j_per_token(self, step: int) -> float:
         return self.cum_j_per_token[step + 1] - self.cum_j_per_token[step]
@@ -112,5 +115,5 @@ class Ledger:
     ) -> list[float]:
         """Token times of the step ranges: the steps' ends, or `delivered[step]` when given (the
         front end's delivery times)."""
-        ends = self.step_end_s if delivered is None else delivered
+        ends: Sequence[float] = self.step_end_s if delivered is None else delivered
         return [t for first, last in segments for t in ends[first : last + 1]]
