@@ -23,7 +23,7 @@ from tokenprobe.model.hf_hybrid import (
     minimax_norm_params,
     nemotron_h,
 )
-from tokenprobe.model.hf_legacy import bloom, gptj, kv_heads_per_layer, opt
+from tokenprobe.model.hf_legacy import bloom, gptj, kv_heads_per_layer, opt, ungated_decoder
 from tokenprobe.model.shapes import divided_head_dim
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
@@ -385,24 +385,18 @@ def _falcon(c: _Cfg, fam: Family) -> dict[str, Any]:
         kv_heads = 1 if multi_query else heads
     lns = c.count("num_ln_in_parallel_attn", hi=2, default=2 if new else 1)
     bias = c.flag("bias", False)
-    return {
-        "hidden_size": hidden,
-        "num_layers": c.count("num_hidden_layers", "n_layer", hi=MAX_LAYERS),
-        "num_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "intermediate_size": c.count(
-            "ffn_hidden_size", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden
-        ),
-        "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
-        "gated_mlp": False,
-        "qkv_bias": bias,
-        "o_bias": bias,
-        "mlp_bias": bias,
-        "norms_per_layer": lns if parallel else 2,
-        "norm_bias": True,
-    }
+    shape = ungated_decoder(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        layers=c.count("num_hidden_layers", "n_layer", hi=MAX_LAYERS),
+        intermediate=c.count("ffn_hidden_size", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
+        vocab=c.count("vocab_size", hi=MAX_VOCAB_SIZE),
+        tie=c.flag("tie_word_embeddings", fam.tie),
+        bias=bias,
+        head_dim=head_dim,
+    )
+    return {**shape, "norms_per_layer": lns if parallel else 2}
 
 
 def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
@@ -419,22 +413,17 @@ def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
         )
     if c.flag("add_cross_attention", False):
         raise ConfigError("add_cross_attention", True, "decoder-only models are priced")
-    return {
-        "hidden_size": hidden,
-        "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
-        "num_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": divided_head_dim(hidden, heads),
-        "intermediate_size": c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
-        "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
-        "gated_mlp": False,
-        "qkv_bias": True,
-        "o_bias": True,
-        "mlp_bias": True,
-        "norm_bias": True,
-        "position_embeddings": c.count("n_positions", hi=MAX_POSITION_EMBEDDINGS),
-    }
+    shape = ungated_decoder(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        layers=c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
+        intermediate=c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
+        vocab=c.count("vocab_size", hi=MAX_VOCAB_SIZE),
+        tie=c.flag("tie_word_embeddings", fam.tie),
+        bias=True,
+    )
+    return {**shape, "position_embeddings": c.count("n_positions", hi=MAX_POSITION_EMBEDDINGS)}
 
 
 def _nemotron_h(c: _Cfg, fam: Family) -> dict[str, Any]:

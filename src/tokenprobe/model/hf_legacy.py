@@ -53,23 +53,56 @@ if TYPE_CHECKING:
 OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
 
 
+def ungated_decoder(
+    *,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    layers: int,
+    intermediate: int,
+    vocab: int,
+    tie: bool,
+    bias: bool,
+    head_dim: int | None = None,
+) -> dict[str, Any]:
+    """The shape of a GPT-2-lineage decoder (GPT-J, OPT, BLOOM, Falcon, GPT-BigCode): an ungated
+    2-matrix MLP, LayerNorms with biases, and `bias` on the attention and MLP matrices; each
+    reader adds what its block differs in (norm count, position table, LM-head bias)."""
+    return {
+        "hidden_size": hidden,
+        "num_layers": layers,
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": divided_head_dim(hidden, heads) if head_dim is None else head_dim,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "tie_word_embeddings": tie,
+        "gated_mlp": False,
+        "qkv_bias": bias,
+        "o_bias": bias,
+        "mlp_bias": bias,
+        "norm_bias": True,
+    }
+
+
 def gptj(c: _Cfg, fam: Family) -> dict[str, Any]:
     """GPT-J (module docstring)."""
     hidden = c.count("n_embd", "hidden_size", hi=MAX_HIDDEN_SIZE)
     heads = c.count("n_head", "num_attention_heads", hi=MAX_HEADS)
+    shape = ungated_decoder(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        layers=c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
+        intermediate=c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
+        vocab=c.count("vocab_size", hi=MAX_VOCAB_SIZE),
+        tie=c.flag("tie_word_embeddings", fam.tie),
+        bias=False,  # q/k/v/out_proj without biases
+    )
     return {
-        "hidden_size": hidden,
-        "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
-        "num_heads": heads,
-        "num_kv_heads": heads,
-        "head_dim": divided_head_dim(hidden, heads),
-        "intermediate_size": c.count("n_inner", hi=MAX_INTERMEDIATE_SIZE, default=4 * hidden),
-        "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
-        "gated_mlp": False,
-        "mlp_bias": True,
+        **shape,
+        "mlp_bias": True,  # fc_in / fc_out carry biases
         "norms_per_layer": 1,  # ln_1 feeds both branches of the parallel block
-        "norm_bias": True,
         "lm_head_bias": True,
     }
 
@@ -89,44 +122,34 @@ def opt(c: _Cfg, fam: Family) -> dict[str, Any]:
         raise ConfigError("layer_norm_elementwise_affine", False, "LayerNorms with weights")
     bias = c.flag("enable_bias", True)
     positions = c.count("max_position_embeddings", hi=MAX_POSITION_EMBEDDINGS - 2)
-    return {
-        "hidden_size": hidden,
-        "num_layers": c.count("num_hidden_layers", hi=MAX_LAYERS),
-        "num_heads": heads,
-        "num_kv_heads": heads,
-        "head_dim": divided_head_dim(hidden, heads),
-        "intermediate_size": c.count("ffn_dim", hi=MAX_INTERMEDIATE_SIZE),
-        "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
-        "gated_mlp": False,
-        "qkv_bias": bias,
-        "o_bias": bias,
-        "mlp_bias": bias,
-        "norm_bias": True,
-        "position_embeddings": positions + OPT_POSITION_OFFSET,
-    }
+    shape = ungated_decoder(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        layers=c.count("num_hidden_layers", hi=MAX_LAYERS),
+        intermediate=c.count("ffn_dim", hi=MAX_INTERMEDIATE_SIZE),
+        vocab=c.count("vocab_size", hi=MAX_VOCAB_SIZE),
+        tie=c.flag("tie_word_embeddings", fam.tie),
+        bias=bias,
+    )
+    return {**shape, "position_embeddings": positions + OPT_POSITION_OFFSET}
 
 
 def bloom(c: _Cfg, fam: Family) -> dict[str, Any]:
     """BLOOM (module docstring)."""
     hidden = c.count("hidden_size", "n_embed", hi=MAX_HIDDEN_SIZE)
     heads = c.count("n_head", "num_attention_heads", hi=MAX_HEADS)
-    return {
-        "hidden_size": hidden,
-        "num_layers": c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
-        "num_heads": heads,
-        "num_kv_heads": heads,
-        "head_dim": divided_head_dim(hidden, heads),
-        "intermediate_size": 4 * hidden,  # BloomMLP: dense_h_to_4h, no config key
-        "vocab_size": c.count("vocab_size", hi=MAX_VOCAB_SIZE),
-        "tie_word_embeddings": c.flag("tie_word_embeddings", fam.tie),
-        "gated_mlp": False,
-        "qkv_bias": True,
-        "o_bias": True,
-        "mlp_bias": True,
-        "norm_bias": True,
-        "embedding_norm": True,
-    }
+    shape = ungated_decoder(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        layers=c.count("n_layer", "num_hidden_layers", hi=MAX_LAYERS),
+        intermediate=4 * hidden,  # BloomMLP: dense_h_to_4h, no config key
+        vocab=c.count("vocab_size", hi=MAX_VOCAB_SIZE),
+        tie=c.flag("tie_word_embeddings", fam.tie),
+        bias=True,
+    )
+    return {**shape, "embedding_norm": True}
 
 
 def kv_heads_per_layer(c: _Cfg, layers: int, heads: int) -> tuple[int, ...]:
