@@ -79,6 +79,22 @@ def test_simulate_writes_every_field_that_prices_the_deployment(tmp_path: Path) 
     assert price_deployment(dc) == dep
 
 
+def test_a_replica_across_nodes_is_repriced_on_its_own_layout(tmp_path: Path) -> None:
+    """TP8 on servers of 4 GPUs spans two nodes (its all-reduce crosses the NICs), where the
+    H100's catalog topology (8 a server) would put it in one: the run records the layout it ran
+    on and the reader prices that one, not the catalog's."""
+    dep = make_deployment("llama-3.1-70b", "h100-sxm", tp=8, gpus_per_node=4)
+    assert (dep.nodes, dep.gpus_per_node) == (2, 4)
+    result = simulate(
+        deployment=dep, input_tokens=128, output_tokens=8, concurrency=2, num_requests=4, seed=1
+    )
+    dc = _round_trip(result.write(tmp_path / "run")).deployment
+    assert (dc.nodes, dc.gpus_per_node) == (2, 4)
+    again = price_deployment(dc)
+    assert again == dep
+    assert again != make_deployment("llama-3.1-70b", "h100-sxm", tp=8)  # one node of 8
+
+
 def test_simulate_cli_records_the_profile_and_engine(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", "--input-tokens", "64"]
@@ -149,7 +165,7 @@ def test_an_old_simulated_config_reads_its_deployment() -> None:
     ("key", "value"),
     [("tp", "2"), ("tp", 0), ("pp", True), ("power_limit_w", -5), ("slo_ttft_s", "x"),
      ("efficiency", {"memory": "high"}), ("scheduler", [1]), ("gpu", 3), ("seed", -1),
-     ("spec_decode", 2), ("spec_acceptance", "x")],
+     ("spec_decode", 2), ("spec_acceptance", "x"), ("nodes", 0), ("gpus_per_node", "8")],
 )  # fmt: skip
 def test_a_field_of_the_wrong_type_is_refused_naming_it(key: str, value: object) -> None:
     with pytest.raises(SchemaError, match=f"config.{key}"):
@@ -160,7 +176,7 @@ def test_every_deployment_field_is_written() -> None:
     """A field added to DeploymentConfig reaches config.json without another edit; one not
     known is left out and reads back as not known (a seed of 0 is known)."""
     values = dict(model="m", catalog_model="c", gpu="g", tp=2, pp=2, expert_parallel=True)
-    values |= dict(attention_dp=True, dp_ranks=2)
+    values |= dict(attention_dp=True, dp_ranks=2, nodes=2, gpus_per_node=4)
     values |= dict(weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8", profile="p")
     values |= dict(efficiency={"memory": 0.5}, power={"dvfs_exponent": 2.0})
     values |= dict(power_limit_w=300.0, engine="sglang", scheduler={"max_num_seqs": 8})

@@ -53,6 +53,10 @@ class DeploymentConfig:
     expert_parallel: bool = False
     attention_dp: bool = False  # vLLM DP + EP: attention ranks sharing the experts (sim/dpep.py)
     dp_ranks: int | None = None  # with attention_dp: the ranks (None: one per GPU)
+    # the servers the replica spans and their GPUs (None: the GPU's catalog topology, the
+    # fewest nodes that hold it; cost.Deployment's placement)
+    nodes: int | None = None
+    gpus_per_node: int | None = None
     weight_dtype: str | None = None
     act_dtype: str | None = None
     kv_dtype: str | None = None
@@ -69,7 +73,7 @@ class DeploymentConfig:
     ep_comm: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp_ranks"):
+        for name in ("tp", "pp", "dp_ranks", "nodes", "gpus_per_node"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -199,6 +203,8 @@ def _deployment(doc: Mapping[str, Any]) -> DeploymentConfig:
         **values,
         tp=tp,
         pp=pp,
+        nodes=doc.get("nodes"),
+        gpus_per_node=doc.get("gpus_per_node"),
         expert_parallel=bool(doc.get("expert_parallel") or False),
         attention_dp=bool(doc.get("attention_dp") or False),
         dp_ranks=dp_ranks,
