@@ -23,7 +23,7 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.cost.comm import alltoall_parts_s
-from tokenprobe.cost.epcomm import copies_per_token, ep_exchange_s, exchange_parts_s, hop_bytes
+from tokenprobe.cost.epexchange import copies_per_token, ep_exchange_s, exchange_parts_s, hop_bytes
 from tokenprobe.cost.memory import weights_bytes_per_gpu
 from tokenprobe.cost.step import comm_breakdown, host_time_s
 from tokenprobe.errors import ConfigError

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.epcomm import exchange_layers, exchange_parts_s, overlapped_s
+from tokenprobe.cost.epexchange import exchange_layers, exchange_parts_s, overlapped_s
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
     host_time_s,
@@ -120,7 +120,7 @@ def shared_parts_s(
 
 def gang_time_s(dep: Deployment, max_work_s: float, experts_s: float, a2a_s: float) -> float:
     """The ranks' step: the slowest rank's own work, the shared experts and the EP exchange;
-    under two-batch overlap the exchange hides under the GPU work (epcomm.overlapped_s)."""
+    under two-batch overlap the exchange hides under the GPU work (epexchange.overlapped_s)."""
     hidden = overlapped_s(dep, max_work_s + experts_s, a2a_s)
     return float(max_work_s + experts_s + a2a_s - hidden)
 

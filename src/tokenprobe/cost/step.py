@@ -30,7 +30,7 @@ from tokenprobe.cost.comm import (
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
 from tokenprobe.cost.energy_figures import EnergyFigures, energy_figures
-from tokenprobe.cost.epcomm import (
+from tokenprobe.cost.epexchange import (
     ep_exchange_breakdown,
     ep_exchange_s,
     exchange_layers,
@@ -263,7 +263,7 @@ def offload_step_s(dep: Deployment) -> float:
 
 def exposed_comm_s(dep: Deployment, shape: BatchShape, gpu_s: Any) -> Any:
     """The step's communication seconds that lengthen it: all of comm_time_s, less the EP
-    exchange hidden under `gpu_s` of GPU work by two-batch overlap (epcomm.overlapped_s)."""
+    exchange hidden under `gpu_s` of GPU work by two-batch overlap (epexchange.overlapped_s)."""
     comm = comm_time_s(dep, shape)
     if not dep.ep_comm.overlap:
         return comm

@@ -1,8 +1,9 @@
 """A `ModelSpec` from a Hugging Face `config.json`: the readers of `families.FAMILIES`.
 
 `from_hf_config` first refuses shape keys the config's family does not read (the rule is in
-`families.py`), then reads each key where it is used, checking its value (`_Cfg`): integers
-within the limits of `spec.py`, booleans for flags, lists of the right entries. Llama-style
+`families.py`), then reads each key where it is used, checking its value (`ConfigReader` of
+`hf_reader.py`): integers within the limits of `spec.py`, booleans for flags, lists of the right
+entries. Llama-style
 decoders share one reader (`_decoder`, its per-family conventions in `Family`); Falcon and
 GPT-BigCode have their own, GPT-J, OPT and BLOOM theirs in `hf_legacy.py`. Every refusal is
 one ConfigError naming the field and the value.
@@ -24,6 +25,7 @@ from tokenprobe.model.hf_hybrid import (
     nemotron_h,
 )
 from tokenprobe.model.hf_legacy import bloom, gptj, kv_heads_per_layer, opt, ungated_decoder
+from tokenprobe.model.hf_reader import ConfigReader
 from tokenprobe.model.shapes import divided_head_dim
 from tokenprobe.model.spec import (
     MAX_EXPERTS,
@@ -39,7 +41,6 @@ from tokenprobe.model.spec import (
     MlaSpec,
     ModelSpec,
     MoeSpec,
-    check_count,
 )
 
 _LAYER_KINDS: dict[str, AttentionKind] = {
@@ -49,59 +50,10 @@ _LAYER_KINDS: dict[str, AttentionKind] = {
 }
 
 
-class _Cfg:
-    """A config dict read key by key: every value is checked where it is read."""
-
-    def __init__(self, cfg: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-        self.cfg, self.defaults = cfg, defaults
-
-    def has(self, key: str) -> bool:
-        return self.cfg.get(key) is not None or key in self.defaults
-
-    def raw(self, key: str) -> Any:
-        value = self.cfg.get(key)
-        return self.defaults.get(key) if value is None else value
-
-    def count(self, *keys: str, hi: int, lo: int = 1, default: int | None = None) -> int:
-        """The first of `keys` that is set, as an integer in [lo, hi] (4096.0 reads as 4096)."""
-        for key in keys:
-            if self.has(key):
-                value = self.raw(key)
-                if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-                    value = int(value)
-                return check_count(key, value, hi, lo=lo)
-        if default is None:
-            raise ConfigError(keys[0], None, f"required: an integer in [{lo:,}, {hi:,}]")
-        return default
-
-    def flag(self, key: str, default: bool) -> bool:
-        if not self.has(key):
-            return default
-        value = self.raw(key)
-        if not isinstance(value, bool):
-            raise ConfigError(key, value, "true or false")
-        return value
-
-    def text(self, key: str, default: str) -> str:
-        value = self.raw(key) if self.has(key) else default
-        if not isinstance(value, str):
-            raise ConfigError(key, value, "a string")
-        return value
-
-    def entries(self, key: str, item: type, hi: int) -> list[Any]:
-        value = self.raw(key)
-        if not isinstance(value, list) or len(value) > hi:
-            raise ConfigError(key, value, f"a list of at most {hi:,} entries")
-        for entry in value:
-            if isinstance(entry, bool) or not isinstance(entry, item):
-                raise ConfigError(key, entry, f"entries of type {item.__name__}")
-        return value
-
-
 # ---- per-layer attention kinds --------------------------------------------------------------
 
 
-def _explicit_layer_types(c: _Cfg, layers: int) -> tuple[AttentionKind, ...] | None:
+def _explicit_layer_types(c: ConfigReader, layers: int) -> tuple[AttentionKind, ...] | None:
     if not c.has("layer_types"):
         return None
     names = c.entries("layer_types", str, MAX_LAYERS)
@@ -115,11 +67,11 @@ def _explicit_layer_types(c: _Cfg, layers: int) -> tuple[AttentionKind, ...] | N
     return tuple(_LAYER_KINDS[name] for name in names)
 
 
-def _window(c: _Cfg, *keys: str) -> int:
+def _window(c: ConfigReader, *keys: str) -> int:
     return c.count(*keys, hi=MAX_WINDOW_TOKENS, default=0)
 
 
-def _llama4_kinds(c: _Cfg, layers: int) -> tuple[tuple[AttentionKind, ...], int]:
+def _llama4_kinds(c: ConfigReader, layers: int) -> tuple[tuple[AttentionKind, ...], int]:
     """Llama 4 (iRoPE): layers that apply RoPE attend within chunks of `attention_chunk_size`
     tokens, the NoPE layers attend globally. `no_rope_layers[i]` is 1 where layer i uses RoPE and
     defaults to every layer but each `no_rope_layer_interval`-th (4) one (transformers
@@ -144,7 +96,9 @@ def _llama4_kinds(c: _Cfg, layers: int) -> tuple[tuple[AttentionKind, ...], int]
     return tuple("sliding" if flag else "full" for flag in rope), chunk
 
 
-def _attention_kinds(c: _Cfg, fam: Family, layers: int) -> tuple[tuple[AttentionKind, ...], int]:
+def _attention_kinds(
+    c: ConfigReader, fam: Family, layers: int
+) -> tuple[tuple[AttentionKind, ...], int]:
     """(per-layer kinds, window) by the family's convention; () when every layer is full."""
     if fam.windows == "llama4":
         return _llama4_kinds(c, layers)
@@ -181,7 +135,7 @@ def _attention_kinds(c: _Cfg, fam: Family, layers: int) -> tuple[tuple[Attention
 # ---- experts and latent attention -----------------------------------------------------------
 
 
-def _moe_layout(c: _Cfg, fam: Family, layers: int) -> tuple[int, int]:
+def _moe_layout(c: ConfigReader, fam: Family, layers: int) -> tuple[int, int]:
     """(first dense layers, MoE layer step); placements other than these are refused."""
     if fam.moe == "qwen":
         step = c.count("decoder_sparse_step", hi=MAX_LAYERS, default=1)
@@ -218,7 +172,7 @@ _EXPERTS_KEY = {
 }
 
 
-def _moe(c: _Cfg, fam: Family, layers: int) -> MoeSpec | None:
+def _moe(c: ConfigReader, fam: Family, layers: int) -> MoeSpec | None:
     experts_key = _EXPERTS_KEY.get(fam.moe, "")
     if not experts_key or not is_set(c.raw(experts_key)):
         return None
@@ -251,7 +205,7 @@ def _moe(c: _Cfg, fam: Family, layers: int) -> MoeSpec | None:
     )
 
 
-def _mla(c: _Cfg) -> MlaSpec | None:
+def _mla(c: ConfigReader) -> MlaSpec | None:
     if not c.has("kv_lora_rank") or not c.raw("kv_lora_rank"):
         return None
     if c.flag("attention_bias", False):
@@ -268,7 +222,7 @@ def _mla(c: _Cfg) -> MlaSpec | None:
 # ---- families -------------------------------------------------------------------------------
 
 
-def _head_dim(c: _Cfg, fam: Family, hidden: int, heads: int) -> int:
+def _head_dim(c: ConfigReader, fam: Family, hidden: int, heads: int) -> int:
     """Explicit `head_dim`, else the family's default (transformers class), else hidden/heads."""
     if c.has("head_dim"):
         return c.count("head_dim", hi=MAX_HEAD_DIM)
@@ -277,7 +231,7 @@ def _head_dim(c: _Cfg, fam: Family, hidden: int, heads: int) -> int:
     return divided_head_dim(hidden, heads)
 
 
-def _biases(c: _Cfg, fam: Family) -> dict[str, bool]:
+def _biases(c: ConfigReader, fam: Family) -> dict[str, bool]:
     """Which linear layers carry biases, by the family's modeling file (see Family.bias)."""
     if fam.bias == "use_bias":
         on = c.flag("use_bias", True)
@@ -301,7 +255,7 @@ def _unused_dense(moe: MoeSpec | None) -> int | None:
     return None
 
 
-def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
+def _decoder(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """A Llama-style decoder (every family but Falcon and GPT-BigCode)."""
     hidden = c.count("hidden_size", hi=MAX_HIDDEN_SIZE)
     layers = c.count("num_hidden_layers", hi=MAX_LAYERS)
@@ -362,7 +316,7 @@ def _decoder(c: _Cfg, fam: Family) -> dict[str, Any]:
     }
 
 
-def _falcon(c: _Cfg, fam: Family) -> dict[str, Any]:
+def _falcon(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """Falcon (modeling_falcon.py): fused query_key_value of (heads + 2·kv)·head_dim outputs,
     where kv = `num_kv_heads` under `new_decoder_architecture` (Falcon-40B/180B), 1 under
     `multi_query` (Falcon-7B), else every head; head_dim = hidden/heads (FalconConfig.head_dim);
@@ -399,7 +353,7 @@ def _falcon(c: _Cfg, fam: Family) -> dict[str, Any]:
     return {**shape, "norms_per_layer": lns if parallel else 2}
 
 
-def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
+def _gpt_bigcode(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """GPT-BigCode / StarCoder (modeling_gpt_bigcode.py): c_attn of hidden + 2·head_dim outputs
     under `multi_query` (one K/V head shared by all), else 3·hidden; every linear layer and both
     LayerNorms carry biases; an ungated MLP of `n_inner` (4·hidden); a learned position table of
@@ -426,7 +380,7 @@ def _gpt_bigcode(c: _Cfg, fam: Family) -> dict[str, Any]:
     return {**shape, "position_embeddings": c.count("n_positions", hi=MAX_POSITION_EMBEDDINGS)}
 
 
-def _nemotron_h(c: _Cfg, fam: Family) -> dict[str, Any]:
+def _nemotron_h(c: ConfigReader, fam: Family) -> dict[str, Any]:
     return nemotron_h(c, fam.tie)
 
 
@@ -473,7 +427,7 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
         raise ConfigError("text_config.model_type", model_type, "a string")
     fam = family_of(model_type)
     check_shape_keys(cfg, model_type, fam)
-    c = _Cfg(cfg, fam.defaults)
+    c = ConfigReader(cfg, fam.defaults)
     readers = {"falcon": _falcon, "gpt_bigcode": _gpt_bigcode, "nemotron_h": _nemotron_h}
     reader = {**readers, "gptj": gptj, "opt": opt, "bloom": bloom}.get(model_type, _decoder)
     shape = reader(c, fam)
@@ -488,7 +442,7 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
     )
 
 
-def _context_tokens(c: _Cfg) -> int:
+def _context_tokens(c: ConfigReader) -> int:
     """max_position_embeddings as a count, else 0: it sets no shape, so an odd value (absent,
     not an integer, beyond 2**31) is not stated rather than refused."""
     value = c.raw("max_position_embeddings") if c.has("max_position_embeddings") else None

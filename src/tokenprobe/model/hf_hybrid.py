@@ -1,7 +1,7 @@
 """Readers of the HF keys of the newer kinds of layer: Gated DeltaNet hybrids (Qwen3-Next,
 Qwen3.5), Mamba-2 hybrids (Nemotron-H) and DeepSeek sparse attention (DeepSeek-V3.2).
 
-Each value is checked where it is read (`_Cfg` of hf_config.py); a refusal is one ConfigError
+Each value is checked where it is read (`ConfigReader`, hf_reader.py); a refusal is one ConfigError
 naming the field. Sources of the conventions:
 - Qwen3-Next / Qwen3.5: transformers `Qwen3NextConfig` (`layer_types` default: layer i is
   "full_attention" when (i + 1) % `full_attention_interval` == 0, else "linear_attention";
@@ -52,7 +52,7 @@ from tokenprobe.model.spec import (
 )
 
 if TYPE_CHECKING:
-    from tokenprobe.model.hf_config import _Cfg
+    from tokenprobe.model.hf_reader import ConfigReader
 
 GDN_LAYER_KINDS: dict[str, AttentionKind] = {
     "linear_attention": "linear",
@@ -69,7 +69,7 @@ NEMOTRON_BLOCKS: dict[str, AttentionKind] = {
 }
 
 
-def _fp32(c: _Cfg, *keys: str) -> bool:
+def _fp32(c: ConfigReader, *keys: str) -> bool:
     for key in keys:
         if c.has(key):
             value = c.text(key, "")
@@ -82,7 +82,7 @@ def _fp32(c: _Cfg, *keys: str) -> bool:
 # ---- Gated DeltaNet hybrids -------------------------------------------------------------------
 
 
-def gdn_fields(c: _Cfg, layers: int) -> dict[str, Any]:
+def gdn_fields(c: ConfigReader, layers: int) -> dict[str, Any]:
     """Qwen3-Next / Qwen3.5: per-layer kinds, the Gated DeltaNet shape, the attention gate."""
     if c.flag("use_sliding_window", False):
         raise ConfigError("use_sliding_window", True, "sliding layers of a GDN hybrid")
@@ -116,7 +116,7 @@ def gdn_fields(c: _Cfg, layers: int) -> dict[str, Any]:
 # ---- DeepSeek sparse attention ----------------------------------------------------------------
 
 
-def dsa_spec(c: _Cfg) -> DsaSpec | None:
+def dsa_spec(c: ConfigReader) -> DsaSpec | None:
     if not c.has("index_topk"):
         return None
     return DsaSpec(
@@ -129,7 +129,7 @@ def dsa_spec(c: _Cfg) -> DsaSpec | None:
 # ---- Nemotron-H -------------------------------------------------------------------------------
 
 
-def _nemotron_kinds(c: _Cfg) -> tuple[AttentionKind, ...]:
+def _nemotron_kinds(c: ConfigReader) -> tuple[AttentionKind, ...]:
     if c.has("hybrid_override_pattern"):
         pattern = c.text("hybrid_override_pattern", "")
         if len(pattern) > MAX_LAYERS or not pattern:
@@ -151,7 +151,7 @@ def _nemotron_kinds(c: _Cfg) -> tuple[AttentionKind, ...]:
     return tuple(NEMOTRON_BLOCKS[name] for name in names)
 
 
-def nemotron_h(c: _Cfg, tie: bool) -> dict[str, Any]:
+def nemotron_h(c: ConfigReader, tie: bool) -> dict[str, Any]:
     """Nemotron-H (module docstring): every layer is one mixer (Mamba-2 or attention) or one
     ungated MLP, behind one RMSNorm."""
     kinds = _nemotron_kinds(c)
@@ -203,7 +203,7 @@ def nemotron_h(c: _Cfg, tie: bool) -> dict[str, Any]:
 # ---- GLM-5 (glm_moe_dsa) ----------------------------------------------------------------------
 
 
-def glm_dsa_layout(c: _Cfg, layers: int, first_dense: int) -> None:
+def glm_dsa_layout(c: ConfigReader, layers: int, first_dense: int) -> None:
     """Check GLM-5's per-layer lists against the layout priced (module docstring)."""
     if c.has("layer_types"):
         names = c.entries("layer_types", str, MAX_LAYERS)
@@ -231,7 +231,9 @@ def glm_dsa_layout(c: _Cfg, layers: int, first_dense: int) -> None:
 # ---- MiniMax-M2 -------------------------------------------------------------------------------
 
 
-def minimax_norm_params(c: _Cfg, layers: int, heads: int, kv_heads: int, head_dim: int) -> int:
+def minimax_norm_params(
+    c: ConfigReader, layers: int, heads: int, kv_heads: int, head_dim: int
+) -> int:
     """Check MiniMax-M2's attention list and shared MLP; return the weights its full-width q/k
     norms hold beyond the per-head pair the Gqa part counts (2·head_dim per layer). The norms
     are always there (use_qk_norm false is refused by the decoder reader)."""

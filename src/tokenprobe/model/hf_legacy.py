@@ -1,6 +1,6 @@
 """Readers of the HF keys of the older decoders: GPT-J, OPT, BLOOM, and DeciLM's variable GQA.
 
-Each value is checked where it is read (`_Cfg` of hf_config.py); a refusal is one ConfigError
+Each value is checked where it is read (`ConfigReader`, hf_reader.py); a refusal is one ConfigError
 naming the field. What each modeling file builds (transformers src/transformers/models/<type>/
 modeling_<type>.py; vLLM vllm/model_executor/models/<type>.py serves the same weights):
 - GPT-J (`GPTJBlock`): one LayerNorm (`ln_1`, weight + bias) feeding attention and the MLP in
@@ -48,7 +48,7 @@ from tokenprobe.model.spec import (
 
 if TYPE_CHECKING:
     from tokenprobe.model.families import Family
-    from tokenprobe.model.hf_config import _Cfg
+    from tokenprobe.model.hf_reader import ConfigReader
 
 OPT_POSITION_OFFSET = 2  # OPTLearnedPositionalEmbedding.offset
 
@@ -85,7 +85,7 @@ def ungated_decoder(
     }
 
 
-def gptj(c: _Cfg, fam: Family) -> dict[str, Any]:
+def gptj(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """GPT-J (module docstring)."""
     hidden = c.count("n_embd", "hidden_size", hi=MAX_HIDDEN_SIZE)
     heads = c.count("n_head", "num_attention_heads", hi=MAX_HEADS)
@@ -107,7 +107,7 @@ def gptj(c: _Cfg, fam: Family) -> dict[str, Any]:
     }
 
 
-def opt(c: _Cfg, fam: Family) -> dict[str, Any]:
+def opt(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """OPT (module docstring)."""
     hidden = c.count("hidden_size", hi=MAX_HIDDEN_SIZE)
     heads = c.count("num_attention_heads", hi=MAX_HEADS)
@@ -135,7 +135,7 @@ def opt(c: _Cfg, fam: Family) -> dict[str, Any]:
     return {**shape, "position_embeddings": positions + OPT_POSITION_OFFSET}
 
 
-def bloom(c: _Cfg, fam: Family) -> dict[str, Any]:
+def bloom(c: ConfigReader, fam: Family) -> dict[str, Any]:
     """BLOOM (module docstring)."""
     hidden = c.count("hidden_size", "n_embed", hi=MAX_HIDDEN_SIZE)
     heads = c.count("n_head", "num_attention_heads", hi=MAX_HEADS)
@@ -152,7 +152,7 @@ def bloom(c: _Cfg, fam: Family) -> dict[str, Any]:
     return {**shape, "embedding_norm": True}
 
 
-def kv_heads_per_layer(c: _Cfg, layers: int, heads: int) -> tuple[int, ...]:
+def kv_heads_per_layer(c: ConfigReader, layers: int, heads: int) -> tuple[int, ...]:
     """DeciLM's `num_key_value_heads_per_layer`: one count per layer, each dividing the heads
     (checked again by ModelSpec)."""
     counts = c.entries("num_key_value_heads_per_layer", int, MAX_LAYERS)
