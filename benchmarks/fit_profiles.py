@@ -267,9 +267,13 @@ def _start(spec: dict[str, Any]) -> Params | None:
     return Params(eff, base.power)
 
 
-def rerecord(rows: list[Row], spec: dict[str, Any], profile: Profile, start: Params) -> Profile:
+def rerecord(
+    rows: list[Row], spec: dict[str, Any], profile: Profile, start: Params, energy: bool = False
+) -> Profile:
     """`profile` with its time error records recomputed on `rows` (its engine's, the fit's
-    hold-out split): before at `start`, after at its own parameters; power records kept."""
+    hold-out split): before at `start`, after at its own parameters; power records kept, or
+    recomputed too with `energy` (a profile whose power is another's by reference, `power_of`,
+    records its energy under that power as it is now)."""
     fitted, held = split(rows, spec["holdout"])
     shipped = Params(profile.efficiency, profile.power)
     errors: list[FitError] = []
@@ -280,12 +284,13 @@ def rerecord(rows: list[Row], spec: dict[str, Any], profile: Profile, start: Par
             [
                 e
                 for e in summarize(observe(part, q.efficiency, q.power))
-                if e.metric not in ENERGY_METRICS
+                if energy or e.metric not in ENERGY_METRICS
             ]
             for q in (start, shipped)
         )
         errors += fit_errors(name, before, after)
-    errors += [e for e in profile.errors if e.metric in ENERGY_METRICS]
+    if not energy:
+        errors += [e for e in profile.errors if e.metric in ENERGY_METRICS]
     return replace(profile, errors=tuple(errors))
 
 
@@ -332,6 +337,15 @@ def main(argv: list[str] | None = None) -> int:
             _print_errors(profile)
             continue
         if spec.get("fit") == "busy":  # vllm-blackwell (fit_blackwell.py): power not refitted
+            if args.rerecord:  # the fit's rows and split (fit_blackwell.fit_profile)
+                base = load_profile(spec["start"])
+                mine = [replace(r, engine=engine) for r in rows]
+                start_params = Params(base.efficiency, base.power)
+                profile = rerecord(mine, spec, load_profile(engine), start_params, energy=True)
+                save_profile(profile, args.out_dir / f"{engine}.toml")
+                print(f"\n{engine}: errors re-recorded, {time.perf_counter() - t0:.0f} s")
+                _print_errors(profile)
+                continue
             profile, cal = fit_blackwell.fit_profile(
                 rows, {"name": engine, **spec}, load_profile(spec["start"]), NOTES
             )
