@@ -60,6 +60,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.records import RequestRecord
 from tokenprobe.sim.engine import Engine
 from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.result import unserved_record
 from tokenprobe.workload import RequestSpec
 
 PD_HANDOFFS = ("sglang", "proxy")
@@ -346,15 +347,6 @@ def client_records(
 
 
 def _never_started(spec: RequestSpec) -> RequestRecord:
-    return RequestRecord(
-        request_id=spec.request_id,
-        scheduled_s=spec.arrival_s,
-        sent_s=spec.arrival_s,
-        first_token_s=None,
-        finish_s=None,
-        input_tokens=spec.input_tokens,
-        output_tokens=0,
-        error_kind="not_served",
-        error_message="never pre-allocated on its decode worker",
-        token_count_source="sim",
+    return unserved_record(
+        spec, spec.arrival_s, "not_served", "never pre-allocated on its decode worker"
     )

@@ -29,8 +29,26 @@ from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Seq
 from tokenprobe.units import JOULES_PER_KWH, MEGA
+from tokenprobe.workload import RequestSpec
 
 REJECTED = "rejected_too_long"
+
+
+def unserved_record(spec: RequestSpec, arrival_s: float, kind: str, why: str) -> RequestRecord:
+    """A request the simulator never served, kept as data (its arrival, no tokens, `kind` and
+    `why` as its error), as a benchmark keeps a failed request."""
+    return RequestRecord(
+        request_id=spec.request_id,
+        scheduled_s=arrival_s,
+        sent_s=arrival_s,
+        first_token_s=None,
+        finish_s=None,
+        input_tokens=spec.input_tokens,
+        output_tokens=0,
+        error_kind=kind,
+        error_message=why,
+        token_count_source="sim",
+    )
 
 
 def _record(
@@ -42,18 +60,7 @@ def _record(
 ) -> RequestRecord:
     spec = seq.spec
     if seq.reject_reason is not None:
-        return RequestRecord(
-            request_id=spec.request_id,
-            scheduled_s=seq.arrival_s,
-            sent_s=seq.arrival_s,
-            first_token_s=None,
-            finish_s=None,
-            input_tokens=spec.input_tokens,
-            output_tokens=0,
-            error_kind=REJECTED,
-            error_message=seq.reject_reason,
-            token_count_source="sim",
-        )
+        return unserved_record(spec, seq.arrival_s, REJECTED, seq.reject_reason)
     # waiting for a slot starts once the front end has handed the request over
     ready_s = seq.ready_s if result.frontend is not None else seq.arrival_s + result.frontend_s
     queue = None if seq.first_sched_s is None else seq.first_sched_s - ready_s
