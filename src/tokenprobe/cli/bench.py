@@ -30,6 +30,9 @@ from tokenprobe.cli.bench_sweep import (
     prepare_sweep_folder,
 )
 from tokenprobe.cli.dataset_workload import DATASET_HELP, MAX_INPUT_HELP, MAX_OUTPUT_HELP
+from tokenprobe.cli.deployment_options import (
+    JsonOption,
+)
 from tokenprobe.cli.progress import Progress
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.errors import ConfigError, TokenprobeError
@@ -171,7 +174,7 @@ def bench_cmd(
         str | None,
         typer.Option(help="Catalog model, if --model is not one (for diagnose --predict)"),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Measure an OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp, Ollama)."""
     from tokenprobe.bench import TelemetryConfig
@@ -333,7 +336,7 @@ def bench_import_cmd(
     source: Annotated[
         str, typer.Option("--from", help="auto (detected), vllm, guidellm or aiperf")
     ] = "auto",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
     overwrite: Annotated[bool, typer.Option(help="Replace runs already in --out")] = False,
 ) -> None:
     """Import another tool's results into tokenprobe run folders (kind "imported")."""

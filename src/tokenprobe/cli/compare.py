@@ -11,6 +11,10 @@ import typer
 from rich.text import Text
 
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    InputTokensOption,
+    OutputTokensOption,
+)
 from tokenprobe.cli.render import print_side_by_side, prose
 from tokenprobe.errors import ConfigError
 from tokenprobe.units import fmt_s
@@ -104,8 +108,8 @@ def compare_cmd(
     ] = None,
     tp: Annotated[str, typer.Option(help="Tensor-parallel degrees, comma-separated")] = "1",
     batch: Annotated[str, typer.Option(help="Batch sizes, comma-separated")] = "1",
-    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    input_tokens: InputTokensOption = 1024,
+    output_tokens: OutputTokensOption = 256,
     out: Annotated[Path | None, typer.Option(help="Also write an HTML report here")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows only")] = False,
 ) -> None:

@@ -11,6 +11,9 @@ import typer
 from rich.text import Text
 
 from tokenprobe.cli.app import app, err_console, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    JsonOption,
+)
 from tokenprobe.cli.render import Col, print_table
 from tokenprobe.diagnose import diagnose
 from tokenprobe.errors import ConfigError, SchemaError
@@ -168,7 +171,7 @@ def diagnose_cmd(
             "default: the run config's, else the server's, else vllm)"
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Say what limits a run: bandwidth, compute, KV capacity, CPU, communication, bursts,
     throttling, idle power, loading; each finding with its evidence and an action."""

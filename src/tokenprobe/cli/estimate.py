@@ -9,6 +9,21 @@ from rich.text import Text
 
 from tokenprobe.calibrate import Profile, load_profile, select_profile
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    BatchOption,
+    GpuOption,
+    GpusPerNodeOption,
+    InputTokensOption,
+    JsonOption,
+    KvDtypeOption,
+    ModelOption,
+    NodesOption,
+    NumGpusOption,
+    OutputTokensOption,
+    PpOption,
+    TpOption,
+    WeightDtypeOption,
+)
 from tokenprobe.cli.ep_options import (
     A2aBackendOption,
     DeepepModeOption,
@@ -56,19 +71,6 @@ def engine_profile(engine: str | None, profile: str | None, gpu: str) -> Profile
     return select_profile(engine, spec.vendor, gpu_generation(spec))
 
 
-# the rule of cost.make_deployment: fp8 W8A8 engines keep an fp8 cache, the rest 16-bit
-KV_DTYPE_HELP = "KV-cache dtype (default: fp8 with fp8 weights, else the 16-bit compute dtype)"
-# Where the replica's GPUs sit; every command that builds a Deployment takes these two.
-NodesOption = Annotated[
-    int | None,
-    typer.Option(help="Servers the tp x pp GPUs span (default: the fewest that hold them)"),
-]
-GpusPerNodeOption = Annotated[
-    int | None,
-    typer.Option(help="GPUs per server (default: the GPU's catalog topology, e.g. 8 on HGX)"),
-]
-
-
 def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") -> dict[str, float]:
     """`key=value` pairs from a repeated option into floats; ConfigError naming the bad one."""
     out: dict[str, float] = {}
@@ -87,14 +89,14 @@ def parse_overrides(items: list[str], field: str, example: str = "memory=0.85") 
 
 @app.command("estimate")
 def estimate_cmd(
-    model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
-    gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus` or a TOML file")],
-    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
-    batch: Annotated[int, typer.Option(help="Requests decoded together")] = 1,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    model: ModelOption,
+    gpu: GpuOption,
+    input_tokens: InputTokensOption = 1024,
+    output_tokens: OutputTokensOption = 256,
+    batch: BatchOption = 1,
+    num_gpus: NumGpusOption = None,
+    tp: TpOption = None,
+    pp: PpOption = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     disaggregate: Annotated[
@@ -117,13 +119,11 @@ def estimate_cmd(
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
-    weight_dtype: Annotated[
-        str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
-    ] = "bf16",
+    weight_dtype: WeightDtypeOption = "bf16",
     act_dtype: Annotated[
         str | None, typer.Option(help="Activation dtype (default: by weights)")
     ] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
+    kv_dtype: KvDtypeOption = None,
     power_limit_w: Annotated[float | None, typer.Option(help="GPU power cap in W")] = None,
     gpu_memory_utilization: Annotated[
         float, typer.Option(help="HBM fraction for the engine")
@@ -184,7 +184,7 @@ def estimate_cmd(
         typer.Option(help="Override an efficiency parameter, e.g. --efficiency memory=0.85"),
     ] = None,
     ops: Annotated[bool, typer.Option(help="Also print every operator")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Estimate TTFT, TPOT, throughput, memory and energy of one request shape."""
 

@@ -11,6 +11,9 @@ from typing import Annotated
 import typer
 
 from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    JsonOption,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import check_out_file
 
@@ -45,7 +48,7 @@ def export_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (its records.jsonl)")],
     out: Annotated[Path, typer.Option(help="The file to write")],
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet (needs pyarrow)")] = "csv",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Export a run's requests as CSV or Parquet, one row per request."""
     rows = guarded(lambda: _export(run_dir, fmt, out))

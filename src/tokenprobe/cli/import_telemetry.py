@@ -22,6 +22,9 @@ from typing import Annotated, Any
 import typer
 
 from tokenprobe.cli.app import app, console, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    JsonOption,
+)
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import read_text
 from tokenprobe.hardware import get_gpu
@@ -163,7 +166,7 @@ def import_telemetry_cmd(
     ] = None,
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU the log was recorded on")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a run already in --out")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Import a GPU telemetry log recorded beside a run into a run folder, or join it to the run
     (--into)."""

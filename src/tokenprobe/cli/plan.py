@@ -10,6 +10,12 @@ from rich.text import Text
 
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cli.app import app, guarded, print_json
+from tokenprobe.cli.deployment_options import (
+    InputTokensOption,
+    JsonOption,
+    ModelOption,
+    OutputTokensOption,
+)
 from tokenprobe.cli.estimate import PROFILE_HELP, parse_overrides
 from tokenprobe.cli.render import Col, print_names, print_table, progress, prose
 from tokenprobe.errors import ConfigError
@@ -57,7 +63,7 @@ def parse_prices(text: str | None) -> dict[str, float]:
 
 @app.command("plan")
 def plan_cmd(
-    model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")],
+    model: ModelOption,
     rate: Annotated[float, typer.Option(help="Requests per second to serve (Poisson)")],
     slo_ttft_p90: Annotated[
         float | None,
@@ -67,8 +73,8 @@ def plan_cmd(
         float | None,
         typer.Option("--slo-tpot-s", help="TPOT bound in s, met by the p90 of simulated requests"),
     ] = None,
-    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    input_tokens: InputTokensOption = 1024,
+    output_tokens: OutputTokensOption = 256,
     workload: Annotated[
         str | None, typer.Option(help="Workload TOML/JSON: its length distributions are used")
     ] = None,
@@ -126,7 +132,7 @@ def plan_cmd(
         str | None,
         typer.Option(help=PROFILE_HELP),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Search GPU x dtype x TP x topology x spec decode x serving mode (replicas behind a router,
     or P:D disaggregated), judge each fleet with the simulator, print the cheapest that meet the

@@ -9,6 +9,13 @@ from typing import Annotated
 import typer
 
 from tokenprobe.cli.app import app, console, guarded
+from tokenprobe.cli.deployment_options import (
+    GpuOption,
+    InputTokensOption,
+    ModelOption,
+    OutputTokensOption,
+    WeightDtypeOption,
+)
 from tokenprobe.errors import ConfigError
 
 
@@ -60,13 +67,13 @@ def report_cmd(
     simulate_: Annotated[
         bool, typer.Option("--simulate", help="Simulate the flags below and report the run")
     ] = False,
-    model: Annotated[str, typer.Option(help="Catalog name, HF id or config.json")] = "llama-3.1-8b",
-    gpu: Annotated[str, typer.Option(help="GPU name or a TOML file")] = "h100-sxm",
+    model: ModelOption = "llama-3.1-8b",
+    gpu: GpuOption = "h100-sxm",
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
-    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
+    input_tokens: InputTokensOption = 1024,
+    output_tokens: OutputTokensOption = 256,
     batch: Annotated[int, typer.Option(help="Requests decoded together (--estimate)")] = 1,
-    weight_dtype: Annotated[str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4")] = "bf16",
+    weight_dtype: WeightDtypeOption = "bf16",
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype")] = None,
     rate: Annotated[float | None, typer.Option(help="Poisson arrivals/s (--simulate)")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed-loop users (--simulate)")] = None,

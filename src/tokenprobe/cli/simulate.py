@@ -18,6 +18,14 @@ from tokenprobe.cli.dataset_workload import (
     TOKENIZER_URL_HELP,
     dataset_workload,
 )
+from tokenprobe.cli.deployment_options import (
+    GpuOption,
+    GpusPerNodeOption,
+    JsonOption,
+    KvDtypeOption,
+    ModelOption,
+    NodesOption,
+)
 from tokenprobe.cli.ep_options import (
     A2aBackendOption,
     DeepepModeOption,
@@ -25,13 +33,7 @@ from tokenprobe.cli.ep_options import (
     RedundantOption,
     ep_comm_option,
 )
-from tokenprobe.cli.estimate import (
-    KV_DTYPE_HELP,
-    PROFILE_HELP,
-    GpusPerNodeOption,
-    NodesOption,
-    engine_profile,
-)
+from tokenprobe.cli.estimate import PROFILE_HELP, engine_profile
 from tokenprobe.cli.fleet_options import (
     DecodeTpOption,
     DpOption,
@@ -135,13 +137,13 @@ def _given(flag: _T | None, default: _T) -> _T:
 
 @app.command("simulate")
 def simulate_cmd(
-    model: Annotated[str, typer.Option(help="Catalog name, HF id or config path")] = "",
-    gpu: Annotated[str, typer.Option(help="GPU name from `tokenprobe gpus`")] = "",
+    model: ModelOption = "",
+    gpu: GpuOption = "",
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree")] = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16 fp16 fp8 int8 int4 ...")] = "bf16",
-    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
+    kv_dtype: KvDtypeOption = None,
     input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens per request")] = None,
     output_tokens: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
     rate: Annotated[float | None, typer.Option(help="Open loop: requests/s")] = None,
@@ -274,7 +276,7 @@ def simulate_cmd(
     spec_decode: SpecDecodeOption = None,
     spec_acceptance: SpecAcceptanceOption = None,
     out: Annotated[Path | None, typer.Option(help="Write the run folder here")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Simulate serving a workload: latency percentiles, throughput, KV use, energy."""
     flags = ServerFlags(

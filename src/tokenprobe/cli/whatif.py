@@ -7,7 +7,21 @@ from typing import Annotated, Any
 import typer
 
 from tokenprobe.cli.app import app, guarded, print_json
-from tokenprobe.cli.estimate import KV_DTYPE_HELP, GpusPerNodeOption, NodesOption
+from tokenprobe.cli.deployment_options import (
+    BatchOption,
+    GpuOption,
+    GpusPerNodeOption,
+    InputTokensOption,
+    JsonOption,
+    KvDtypeOption,
+    ModelOption,
+    NodesOption,
+    NumGpusOption,
+    OutputTokensOption,
+    PpOption,
+    TpOption,
+    WeightDtypeOption,
+)
 from tokenprobe.cli.render import Col, print_table, prose
 from tokenprobe.cost import Workload, make_deployment, resolve_parallelism
 from tokenprobe.hardware import get_host
@@ -17,20 +31,18 @@ from tokenprobe.units import fmt_s
 
 @app.command("whatif")
 def whatif_cmd(
-    model: Annotated[str, typer.Option(help="Catalog name, HF id or path to config.json")],
-    gpu: Annotated[str, typer.Option(help="GPU name or TOML file")],
-    input_tokens: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request")] = 256,
-    batch: Annotated[int, typer.Option(help="Requests decoded together")] = 1,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs in total (= tp x pp)")] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree")] = None,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree")] = 1,
+    model: ModelOption,
+    gpu: GpuOption,
+    input_tokens: InputTokensOption = 1024,
+    output_tokens: OutputTokensOption = 256,
+    batch: BatchOption = 1,
+    num_gpus: NumGpusOption = None,
+    tp: TpOption = None,
+    pp: PpOption = 1,
     nodes: NodesOption = None,
     gpus_per_node: GpusPerNodeOption = None,
-    weight_dtype: Annotated[
-        str, typer.Option(help="fp32 bf16 fp16 fp8 int8 int4 fp4 mxfp4")
-    ] = "bf16",
-    kv_dtype: Annotated[str | None, typer.Option(help=KV_DTYPE_HELP)] = None,
+    weight_dtype: WeightDtypeOption = "bf16",
+    kv_dtype: KvDtypeOption = None,
     host: Annotated[str, typer.Option(help="Host: catalog name or TOML file")] = "default",
     api_server_processes: Annotated[
         int, typer.Option(help="API-server processes today (vLLM --api-server-count)")
@@ -39,7 +51,7 @@ def whatif_cmd(
     target: Annotated[str, typer.Option(help=f"Metric to rank by: {', '.join(METRICS)}")] = (
         "capacity_output_tokens_per_s"
     ),
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON only")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Upgrade each resource by --uplift, one at a time, and rank the upgrades."""
 
