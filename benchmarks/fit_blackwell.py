@@ -41,7 +41,6 @@ would slow every B200 prediction; they are reported, not fitted.
 from __future__ import annotations
 
 import json
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -60,6 +59,7 @@ from tokenprobe.calibrate import (
 from tokenprobe.calibrate.calibration import DEFAULT_FIT_ROWS_PER_SOURCE, split
 from tokenprobe.calibrate.fit import fit_staged, subsample
 from tokenprobe.calibrate.profile import Profile
+from validation_data import bias_pct, mdape_pct
 
 # a row whose measured GPU power is below idle + 0.8 x (predicted busy power - idle): 20 % of each
 # step idle, twice the power model's H100 MdAPE (module docstring); 0.7 and 0.9 were tried: held-out
@@ -143,8 +143,8 @@ def report() -> dict[str, Any]:
         out[name] = {
             f"{part} {metric}": {
                 "rows": len(e),
-                "mdape_pct": round(100 * statistics.median(abs(x) for x in e), 1),
-                "median_signed_pct": round(100 * statistics.median(e), 1),
+                "mdape_pct": mdape_pct(e),
+                "median_signed_pct": bias_pct(e),
             }
             for (part, metric, _), e in sorted(groups.items())
         }

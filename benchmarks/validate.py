@@ -54,7 +54,7 @@ from tokenprobe.calibrate import (
 from tokenprobe.calibrate.observations import LoadResult
 from tokenprobe.cost import DEFAULT_EFFICIENCY, DEFAULT_POWER, Efficiency, PowerModel
 from tokenprobe.errors import TokenprobeError
-from validation_data import Progress, require, run_main
+from validation_data import Progress, bias_pct, mdape_pct, require, run_main
 
 CSVS = (
     "argonne_llm_inference_bench.csv",
@@ -178,8 +178,8 @@ def _energy_by_gpu(rows: Sequence[Row], profiled: list[Observation]) -> list[dic
             "set": "fitted" if gpu in ENERGY_FIT_GPUS else "transferred",
             "metric": kind,
             "rows": len(errors),
-            "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
-            "median_signed_pct": round(100 * statistics.median(errors), 1),
+            "mdape_pct": mdape_pct(errors),
+            "median_signed_pct": bias_pct(errors),
         }
         print(f"{gpu:16} {row['set']:12} {kind:20} {len(errors):5d} {row['mdape_pct']:6.1f}% "
               f"{row['median_signed_pct']:+6.1f}%")  # fmt: skip

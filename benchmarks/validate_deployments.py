@@ -21,7 +21,6 @@ import argparse
 import csv
 import io
 import json
-import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +31,7 @@ from deployment_replay import KINDS, REPORTED, Replay, replay
 from tokenprobe.calibrate import load_profile, shipped_profiles
 from tokenprobe.errors import SchemaError, TokenprobeError
 from tokenprobe.files import read_text
+from validation_data import bias_pct, mdape_pct, run_main
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "deployments"
 METRICS = ("ttft", "itl", "throughput")
@@ -65,10 +65,6 @@ def held_out_sources() -> Callable[[str], bool]:
     return lambda source: source not in fitted
 
 
-def _mdape(errors: list[float]) -> float | None:
-    return round(100 * statistics.median(abs(e) for e in errors), 1) if errors else None
-
-
 def summarize(replays: Sequence[Replay]) -> dict[str, Any]:
     """Rows, covered and MdAPE per metric, per kind and per (kind, source)."""
     held_out = held_out_sources()
@@ -86,10 +82,8 @@ def summarize(replays: Sequence[Replay]) -> dict[str, Any]:
             row["held_out"] = held_out(source)
         for m in METRICS:
             errs = [r.errors()[m] for r in rs if m in r.errors()]
-            row[f"{m}_n"], row[f"{m}_mdape_pct"] = len(errs), _mdape(errs)
-            row[f"{m}_median_signed_pct"] = (
-                round(100 * statistics.median(errs), 1) if errs else None
-            )
+            row[f"{m}_n"], row[f"{m}_mdape_pct"] = len(errs), mdape_pct(errs)
+            row[f"{m}_median_signed_pct"] = bias_pct(errs)
         out.append(row)
     not_covered = Counter(f"{r.kind}: {r.why}" for r in replays if r.predicted is None)
     return {"by_kind": out, "not_covered": dict(not_covered)}
@@ -167,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -33,7 +33,6 @@ import argparse
 import csv
 import io
 import json
-import statistics
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -58,6 +57,7 @@ from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text
 from tokenprobe.sim import engine_defaults, simulate_fleet
 from tokenprobe.workload import Arrival, Workload, fixed
+from validation_data import bias_pct, mdape_pct, run_main
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ITL_TRACE = 200  # requests whose token times are kept, for the median ITL
@@ -184,10 +184,8 @@ def summarize(rows: Sequence[DpRow]) -> list[dict[str, Any]]:
         for m in METRICS:
             errs = [r.errors()[m] for r in rs if m in r.errors()]
             entry[f"{m}_n"] = len(errs)
-            entry[f"{m}_mdape_pct"] = (
-                round(100 * statistics.median(abs(e) for e in errs), 1) if errs else None
-            )
-            entry[f"{m}_bias_pct"] = round(100 * statistics.median(errs), 1) if errs else None
+            entry[f"{m}_mdape_pct"] = mdape_pct(errs)
+            entry[f"{m}_bias_pct"] = bias_pct(errs)
         table.append(entry)
     return table
 
@@ -229,4 +227,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -9,11 +9,11 @@ power, with the row's shipped profile; H100 rows are the power fit's, the others
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from tokenprobe.calibrate import Observation, Row
+from validation_data import bias_pct, mdape_pct
 
 KINDS = {
     "energy/output token": ("energy_per_output_token",),
@@ -53,8 +53,8 @@ def energy_by_group(rows: Sequence[Row], profiled: list[Observation]) -> list[di
             "group": group,
             "metric": kind,
             "rows": len(errors),
-            "mdape_pct": round(100 * statistics.median(abs(e) for e in errors), 1),
-            "median_signed_pct": round(100 * statistics.median(errors), 1),
+            "mdape_pct": mdape_pct(errors),
+            "median_signed_pct": bias_pct(errors),
         }
         print(f"{gpu:16} {group:14} {kind:20} {len(errors):5d} {row['mdape_pct']:6.1f}% "
               f"{row['median_signed_pct']:+6.1f}%")  # fmt: skip

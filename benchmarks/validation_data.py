@@ -15,6 +15,7 @@ script exits 2 (bad input, as the CLI does), never with a traceback.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -100,3 +101,14 @@ def run_main(main: Callable[[], int | None]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
     raise SystemExit(code or 0)
+
+
+def mdape_pct(errors: Sequence[float]) -> float | None:
+    """Median absolute error in percent, one decimal (every table of these scripts); None for no
+    rows."""
+    return round(100 * statistics.median(abs(e) for e in errors), 1) if errors else None
+
+
+def bias_pct(errors: Sequence[float]) -> float | None:
+    """Median signed error in percent, one decimal (+: the prediction is high); None for none."""
+    return round(100 * statistics.median(errors), 1) if errors else None
