@@ -12,7 +12,6 @@ import typer
 from tokenprobe.cli.frontend_tables import ms as _ms
 from tokenprobe.cli.frontend_tables import num as _num
 from tokenprobe.cli.render import Col, print_table, prose
-from tokenprobe.errors import ConfigError
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 DpOption = Annotated[
@@ -43,22 +42,6 @@ DecodeTpOption = Annotated[
     int | None,
     typer.Option(help="With --disaggregate: the decode workers' tensor parallelism (--tp)"),
 ]
-
-
-def dp_layout(dp: int, enable_expert_parallel: bool, tp: int) -> dict[str, Any]:
-    """make_deployment's parallelism for `--dp` ranks of `--tp` GPUs each: dp x tp GPUs,
-    attention DP, the experts spread over all of them (cost/dpep.py); without --dp, expert
-    parallelism over the TP GPUs or nothing."""
-    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-        raise ConfigError("dp", dp, "an integer >= 1")
-    if dp == 1:  # vLLM's --enable-expert-parallel alone: the experts spread over the TP GPUs
-        return {"expert_parallel": True} if enable_expert_parallel else {}
-    if not enable_expert_parallel:
-        raise ConfigError(
-            "dp", dp, "with --enable-expert-parallel (ranks without shared experts: --replicas)"
-        )
-    # --tp is each rank's (vLLM's --tensor-parallel-size beside --data-parallel-size)
-    return {"tp": dp * tp, "expert_parallel": True, "attention_dp": True, "dp_ranks": dp}
 
 
 RANK_COLUMNS = (

@@ -25,6 +25,7 @@ from tokenprobe.plan import (
     PlanRequest,
     candidates,
     deployment_groups,
+    ep_layouts,
     fixed_lengths,
     plan,
     spec_modes,
@@ -51,6 +52,17 @@ def _ints(text: str, field: str) -> list[int]:
 
 def _fractions(text: str, field: str) -> list[float]:
     return [finite(field, x, lo=0.1, hi=1.0) for x in _split(text, field)]
+
+
+def _switches(text: str, field: str) -> list[bool]:
+    """`off,on` -> [False, True]."""
+    values = {"off": False, "on": True, "false": False, "true": True}
+    out = []
+    for t in _split(text, field):
+        if t.lower() not in values:
+            raise ConfigError(field, t, "off and/or on, comma-separated")
+        out.append(values[t.lower()])
+    return out
 
 
 def parse_prices(text: str | None) -> dict[str, float]:
@@ -103,6 +115,28 @@ def plan_cmd(
         float | None,
         typer.Option(help="Per-token draft acceptance (default: mtp 0.85; eagle/ngram need it)"),
     ] = None,
+    dp: Annotated[
+        str,
+        typer.Option(
+            "--dp",
+            help="Attention-DP ranks of --tp GPUs each to search, experts over all dp x tp GPUs "
+            "(MoE models; vLLM --data-parallel-size with --enable-expert-parallel), e.g. 1,8",
+        ),
+    ] = "1",
+    moe_a2a_backend: Annotated[
+        str,
+        typer.Option(
+            "--moe-a2a-backend",
+            help="With --dp > 1: EP exchanges to search, all-to-all (NCCL) and/or deepep",
+        ),
+    ] = "all-to-all",
+    two_batch_overlap: Annotated[
+        str,
+        typer.Option(
+            "--two-batch-overlap",
+            help="With --dp > 1: off and/or on (SGLang two-batch overlap, vLLM --enable-dbo)",
+        ),
+    ] = "off",
     max_gpus: Annotated[
         int | None,
         typer.Option(help="Most GPUs a deployment may use (--disaggregate all: default 8)"),
@@ -134,9 +168,9 @@ def plan_cmd(
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Search GPU x dtype x TP x topology x spec decode x serving mode (replicas behind a router,
-    or P:D disaggregated), judge each fleet with the simulator, print the cheapest that meet the
-    SLOs (or the nearest miss)."""
+    """Search GPU x dtype x TP x topology x spec decode x attention DP with its EP back end x
+    serving mode (replicas behind a router, or P:D disaggregated), judge each fleet with the
+    simulator, print the cheapest that meet the SLOs (or the nearest miss)."""
 
     def build() -> PlanRequest:
         prefix = (0, 1)
@@ -158,6 +192,10 @@ def plan_cmd(
             modes=_split(disaggregate, "disaggregate"), router_list=_split(router, "router"),
             specs=spec_modes(_split(spec_decode, "spec_decode"), spec_acceptance),
             gpus_per_node=per_node,
+            layouts=ep_layouts(
+                _ints(dp, "dp"), _split(moe_a2a_backend, "moe_a2a_backend"),
+                _switches(two_batch_overlap, "two_batch_overlap"),
+            ),
         )  # fmt: skip
         req = PlanRequest(
             model, rate, in_len, out_len, slo_ttft_p90, slo_tpot_p90, cands,

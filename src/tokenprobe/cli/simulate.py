@@ -39,7 +39,6 @@ from tokenprobe.cli.fleet_options import (
     DpOption,
     EnableEpOption,
     PrefillTpOption,
-    dp_layout,
 )
 from tokenprobe.cli.frontend_tables import (
     batch_window_effect,
@@ -57,7 +56,7 @@ from tokenprobe.cli.spec_options import (
     SpecDecodeOption,
     spec_of,
 )
-from tokenprobe.cost import make_deployment
+from tokenprobe.cost import dp_layout, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu

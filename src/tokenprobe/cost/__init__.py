@@ -8,6 +8,7 @@ from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.dpep import (
     DUMMY_BATCH,
     GangStep,
+    dp_layout,
     gang_step,
     gang_time_s,
     rank_work_s,
@@ -112,6 +113,7 @@ __all__ = [
     "allreduce_time_s",
     "check_processes",
     "compute_bound_batch",
+    "dp_layout",
     "draft_fraction",
     "draft_passes",
     "ep_comm_from_flags",

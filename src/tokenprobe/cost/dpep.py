@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.deployment import Deployment
@@ -137,3 +138,19 @@ def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
     time_s = gang_time_s(dep, max(work), experts, a2a)
     shared = time_s - max(work)  # what the shared layers add to the slowest rank's work
     return GangStep(time_s, work, shared, tuple(time_s - w - shared for w in work))
+
+
+def dp_layout(dp: int, enable_expert_parallel: bool, tp: int) -> dict[str, Any]:
+    """`make_deployment`'s parallelism for `dp` attention ranks of `tp` GPUs each (vLLM
+    `--data-parallel-size dp --tensor-parallel-size tp --enable-expert-parallel`): dp x tp GPUs,
+    attention DP, the routed experts spread over all of them (module docstring); with dp = 1,
+    expert parallelism over the tp GPUs (vLLM's `--enable-expert-parallel` alone) or nothing."""
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise ConfigError("dp", dp, "an integer >= 1")
+    if dp == 1:
+        return {"expert_parallel": True} if enable_expert_parallel else {}
+    if not enable_expert_parallel:
+        raise ConfigError(
+            "dp", dp, "with --enable-expert-parallel (ranks without shared experts: --replicas)"
+        )
+    return {"tp": dp * tp, "expert_parallel": True, "attention_dp": True, "dp_ranks": dp}

@@ -1,9 +1,12 @@
 """What plan searches (one `Candidate` per point) and what it found (`Outcome`).
 
 A candidate is a GPU x weight dtype x tp x batch cap x power cap x servers' GPUs (the node
-topology) x speculative decoding, served either aggregated (data-parallel replicas of one
-deployment behind a `router`) or disaggregated (`PpDd`: P prefill and D decode workers of that
-deployment, SGLang PD / Dynamo / llm-d). The comma lists of the CLI parse here, so bad input is
+topology) x speculative decoding x attention data parallelism (`dp` ranks of tp GPUs each whose
+MoE layers share their experts over all dp x tp GPUs, vLLM `--data-parallel-size` with
+`--enable-expert-parallel`, SGLang `--enable-dp-attention`, with the EP back end that moves their
+tokens: cost/epcomm.py), served either aggregated (data-parallel replicas of one deployment
+behind a `router`) or disaggregated (`PpDd`: P prefill and D decode workers of that deployment,
+SGLang PD / Dynamo / llm-d). The comma lists of the CLI parse here, so bad input is
 one ConfigError naming the flag.
 """
 
@@ -15,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tokenprobe.cost import MAX_WORKERS, SpecDecode, Split
+from tokenprobe.cost import MAX_WORKERS, EpComm, SpecDecode, Split
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim import ROUTERS
 
@@ -39,6 +42,14 @@ class Candidate:
     router: str | None = "round-robin"
     spec_decode: str | None = None  # "mtp:1"; None: off
     gpus_per_node: int | None = None  # None: the plan's, else the GPU's catalog topology
+    dp: int = 1  # attention-DP ranks of tp GPUs each, experts over dp x tp GPUs (1: plain TP)
+    ep_backend: str = "all-to-all"  # with dp > 1: the MoE exchange (EpComm.backend)
+    two_batch_overlap: bool = False  # with dp > 1: SGLang TBO / vLLM DBO (EpComm.overlap)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica or worker."""
+        return self.dp * self.tp
 
     @property
     def base_label(self) -> str:
@@ -48,6 +59,12 @@ class Candidate:
             label += f" pl{100 * self.power_limit_fraction:.0f}%"
         if self.gpus_per_node is not None:
             label += f" {self.gpus_per_node}/node"
+        if self.dp > 1:
+            label += f" dp{self.dp}-ep{self.gpus}"
+            if self.ep_backend != "all-to-all":
+                label += f" {self.ep_backend}"
+            if self.two_batch_overlap:
+                label += " tbo"
         return label
 
     @property
@@ -100,7 +117,8 @@ class Outcome:
         """`4x tp2` (replicas x tp), `1p3d tp2` (workers x tp), `- tp2` (not judged)."""
         c = self.candidate
         count = f"{self.replicas}x" if self.replicas else "-"
-        return f"{c.disaggregate or count} tp{c.tp}"
+        ranks = f" dp{c.dp}" if c.dp > 1 else ""
+        return f"{c.disaggregate or count} tp{c.tp}{ranks}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -115,6 +133,9 @@ class Outcome:
             router=c.router if c.disaggregate is None else None,
             spec_decode=c.spec_decode,
             gpus_per_node=c.gpus_per_node,
+            dp=c.dp,
+            ep_backend=c.ep_backend if c.dp > 1 else None,
+            two_batch_overlap=c.two_batch_overlap if c.dp > 1 else None,
         )
         return d
 
@@ -164,6 +185,28 @@ def routers(items: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
+def ep_layouts(
+    dps: Iterable[int],
+    backends: Iterable[str] = ("all-to-all",),
+    overlaps: Iterable[bool] = (False,),
+) -> tuple[tuple[int, str, bool], ...]:
+    """The `--dp` x `--moe-a2a-backend` x `--two-batch-overlap` lists, checked: (dp, backend,
+    overlap) triples; plain TP (dp 1) has no expert exchange between ranks, so only once."""
+    backend_list = tuple(dict.fromkeys(b.strip().lower() for b in backends))
+    overlap_list = tuple(dict.fromkeys(overlaps))
+    for b in backend_list:
+        EpComm(backend=b)  # ConfigError("ep_backend", ...) for a name it does not know
+    out: list[tuple[int, str, bool]] = []
+    for dp in dict.fromkeys(dps):
+        if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+            raise ConfigError("dp", dp, "a positive number of attention-DP ranks")
+        if dp == 1:
+            out.append((1, "all-to-all", False))
+            continue
+        out += [(dp, b, o) for b in backend_list for o in overlap_list]
+    return tuple(dict.fromkeys(out))
+
+
 def candidates(
     gpus: Iterable[str],
     dtypes: Iterable[str],
@@ -175,17 +218,31 @@ def candidates(
     router_list: Iterable[str] = ("round-robin",),
     specs: Iterable[str | None] = (None,),
     gpus_per_node: Iterable[int | None] = (None,),
+    layouts: Iterable[tuple[int, str, bool]] = ((1, "all-to-all", False),),
 ) -> tuple[Candidate, ...]:
     """Every combination. `modes` holds agg and explicit splits; `all` is expanded by the
-    search (it depends on tp and --max-gpus). Disaggregated candidates have no router."""
+    search (it depends on tp and --max-gpus). Disaggregated candidates have no router.
+    `layouts`: (dp, EP back end, two-batch overlap) triples (`ep_layouts`)."""
     fractions, mode_list = tuple(power_limit_fractions), split_modes(modes)
     router_names, spec_list, per_node = routers(router_list), tuple(specs), tuple(gpus_per_node)
     out: list[Candidate] = []
-    grid = itertools.product(gpus, dtypes, tps, max_num_seqs, fractions, per_node, spec_list)
-    for g, d, t, s, f, n, sd in grid:
+    layouts = tuple(layouts)
+    grid = itertools.product(
+        gpus, dtypes, tps, max_num_seqs, fractions, per_node, spec_list, layouts
+    )
+    skipped = 0
+    for g, d, t, s, f, n, sd, (dp, b, o) in grid:
         for m in mode_list:
+            if dp > 1 and (sd is not None or m != AGGREGATED):
+                # DP ranks step together: the simulator runs them aggregated, without drafts
+                skipped += 1
+                continue
             if m == AGGREGATED:
-                out += [Candidate(g, d, t, s, f, None, r, sd, n) for r in router_names]
+                out += [Candidate(g, d, t, s, f, None, r, sd, n, dp, b, o) for r in router_names]
             else:
-                out.append(Candidate(g, d, t, s, f, m, None, sd, n))
+                out.append(Candidate(g, d, t, s, f, m, None, sd, n, dp, b, o))
+    if skipped and not out:
+        dps = [dp for dp, _, _ in layouts]
+        why = "dp > 1 with agg and spec decode none (the ranks step together)"
+        raise ConfigError("dp", dps, why)
     return tuple(out)

@@ -1,7 +1,7 @@
 """One searched deployment judged as a fleet: replicas behind a router, or P:D workers.
 
 For a group of candidates that share one deployment (GPU, dtype, tp, batch cap, power cap, node
-topology, speculative decoding) and differ in how it is served:
+topology, speculative decoding, attention DP and its EP back end) and differ in how it is served:
 1. prune with the cost model (microseconds): the weights must fit with room for one request of
    the longest length, and a lone request's TTFT and TPOT must meet the SLOs (a loaded server
    is never faster than an idle one). The same estimate gives the servers one replica spans and
@@ -27,6 +27,10 @@ topology, speculative decoding) and differ in how it is served:
    a split below the rate on either side is ruled out without simulating. The rest are simulated
    (sim/disagg.py) from the fewest GPUs up; once one meets the SLOs, splits with more GPUs are
    not simulated (they cannot be cheaper).
+4. attention DP (`dp` > 1): the deployment is the dp ranks of tp GPUs with their shared experts,
+   bisected and judged with the ranks stepping together (sim/dpep.py; the router spreads the
+   requests over the ranks). More than one such deployment is judged as one of them at its
+   share of the rate: the cluster simulator routes to replicas, not to groups of ranks.
 Pass or fail is `sim.meets_slos` on the fleet's own p90s (queue, TTFT, TPOT).
 """
 
@@ -144,9 +148,10 @@ class Group:
         r = self.req
         members = replicas if split is None else max(parse_split(split))
         rate = r.rate_per_s if rate_per_s is None else rate_per_s
+        dp = self.base.dp
         d = simulate_fleet(
             self.dep, self.workload(members, rate), replicas=replicas, router=router,
-            disaggregate=split, config=self.config, seed=r.seed, spec_decode=self.spec,
+            disaggregate=split, config=self.config, seed=r.seed, spec_decode=self.spec, dp=dp,
         ).to_dict()  # fmt: skip
         return Judged(meets_slos(d, MAX_QUEUE_S, r.slo_ttft_p90_s, r.slo_tpot_p90_s), d)
 
@@ -190,6 +195,7 @@ class Group:
             self.dep, r.input_len, r.output_len, slo_ttft_s=r.slo_ttft_p90_s,
             slo_tpot_s=r.slo_tpot_p90_s, config=self.config, num_requests=r.num_requests,
             seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), spec_decode=self.spec,
+            dp=self.base.dp,
         )  # fmt: skip
         self.simulations += BISECT_RUNS
         if cap.max_rate_per_s <= 0 and not r.shared_prefix_tokens:
@@ -199,6 +205,10 @@ class Group:
         # with shared prefixes, a load no single replica meets may be met by a fleet whose
         # router keeps each replica's share of the prefixes in its cache: start from one
         n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s) if cap.max_rate_per_s > 0 else 1
+        if self.base.dp > 1 and n0 > 1:
+            # the cluster simulator routes to replicas, not to DP groups of ranks: a fleet of
+            # DP deployments is judged as one of them at its share of the rate
+            return self._multiplied(cands, min(n0, self.most_replicas), cap.max_rate_per_s)
         if n0 > MAX_SIMULATED_REPLICAS and n0 <= self.most_replicas:
             return self._multiplied(cands, n0, cap.max_rate_per_s)
         out: list[Outcome] = []
@@ -228,10 +238,12 @@ class Group:
         rate (each replica would be judged on `num_requests`: n0 times a replica's run, too
         many to bound the search); the router's imbalance is not judged."""
         one = self.judge(rate_per_s=self.req.rate_per_s / n0)
-        why = (
-            f"{n0} replicas: one simulated at 1/{n0} of the rate (fleets of more than "
-            f"{MAX_SIMULATED_REPLICAS} are not simulated whole)"
+        whole = (
+            "fleets of DP deployments are not simulated whole"
+            if self.base.dp > 1
+            else f"fleets of more than {MAX_SIMULATED_REPLICAS} are not simulated whole"
         )
+        why = f"{n0} replicas: one simulated at 1/{n0} of the rate ({whole})"
         return [
             replace(self.outcome(c, one, n0, sustained, simulated=1), reason=why)
             if one.ok

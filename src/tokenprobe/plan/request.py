@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenprobe.cost import (
     DEFAULT_EFFICIENCY,
     DEFAULT_POWER,
     Deployment,
     Efficiency,
+    EpComm,
     PowerModel,
     SpecDecode,
+    dp_layout,
     make_deployment,
 )
 from tokenprobe.errors import ConfigError
@@ -55,10 +58,14 @@ class PlanRequest:
         limit_w = None
         if c.power_limit_fraction < 1.0:
             limit_w = c.power_limit_fraction * get_gpu(c.gpu).tdp_w
+        layout: dict[str, Any] = {"tp": c.tp, **dp_layout(c.dp, c.dp > 1, c.tp)}
+        if c.dp > 1:
+            layout["ep_comm"] = EpComm(backend=c.ep_backend, overlap=c.two_batch_overlap)
         return make_deployment(
-            self.model, c.gpu, tp=c.tp, weight_dtype=c.weight_dtype,
+            self.model, c.gpu, weight_dtype=c.weight_dtype,
             efficiency=self.efficiency, power=self.power, power_limit_w=limit_w,
             gpus_per_node=c.gpus_per_node if c.gpus_per_node is not None else self.gpus_per_node,
+            **layout,
         )  # fmt: skip
 
     def spec(self, c: Candidate) -> SpecDecode | None:
@@ -101,6 +108,11 @@ class PlanRequest:
             for name in ("tp", "max_num_seqs"):
                 if getattr(c, name) < 1:
                     raise ConfigError(name, getattr(c, name), "a positive integer")
+            if c.dp > 1 and (c.disaggregate is not None or c.spec_decode is not None):
+                # the simulator runs DP ranks aggregated and without drafts (sim.simulate_fleet)
+                field, value = ("disaggregate", c.disaggregate) if c.disaggregate else (
+                    "spec_decode", c.spec_decode)  # fmt: skip
+                raise ConfigError(field, value, f"not with dp {c.dp} (search them apart)")
             if c.gpus_per_node is not None and c.gpus_per_node < 1:
                 raise ConfigError("gpus_per_node", c.gpus_per_node, "a positive integer")
             finite("power_limit_fraction", c.power_limit_fraction, lo=0.1, hi=1.0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tokenprobe.cost import Deployment, SpecDecode
 from tokenprobe.errors import ConfigError
-from tokenprobe.sim.api import simulate
+from tokenprobe.sim.api import simulate, simulate_fleet
 from tokenprobe.sim.base import SchedulerConfig
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
@@ -62,15 +62,20 @@ def max_rate_per_s(
     max_queue_s: float = MAX_QUEUE_S,
     prefix: tuple[int, int] = (0, 1),
     spec_decode: SpecDecode | None = None,
+    dp: int = 1,
 ) -> Capacity:
     """Bisect the highest Poisson rate one replica sustains (module docstring). `prefix`:
-    (shared prefix tokens, prefix groups) of the requests; `spec_decode` as for `simulate`."""
+    (shared prefix tokens, prefix groups) of the requests; `spec_decode` as for `simulate`;
+    `dp` > 1: an attention-DP deployment's ranks, simulated stepping together
+    (`simulate_fleet(dp=...)`, sim/dpep.py)."""
     if slo_ttft_s is None and slo_tpot_s is None:
         raise ConfigError("slo", None, "give slo_ttft_s and/or slo_tpot_s")
     config = config or SchedulerConfig()
 
     def run(rate: float | None) -> dict[str, object]:
         wl = _workload(rate, input_len, output_len, num_requests, prefix)
+        if dp > 1:
+            return simulate_fleet(dep, wl, dp=dp, config=config, seed=seed).to_dict()
         return simulate(
             deployment=dep, workload=wl, config=config, seed=seed, spec_decode=spec_decode
         ).to_dict()
