@@ -5,6 +5,13 @@ dequantization, instruction-bound expert kernels), so its errors are shown per g
 well as per GPU: dense or MoE (hybrid Mamba models apart), and the weight format (bf16, fp8,
 mxfp4, ...). Each group's MdAPE and median signed error of energy per output token and of GPU
 power, with the row's shipped profile; H100 rows are the power fit's, the others transferred.
+
+Energy per output token is power times the time a token takes, so a row measured for both has
+a third figure, "time/output token": (1 + energy error) / (1 + power error) − 1, the error of
+the predicted time per output token that the energy error holds beside the power's. It says
+whether a group's energy error is the power model's or the time model's (ML.ENERGY v3 B200,
+Nemotron Nano v2 hybrids: energy −34 %, power +31 %, time −48 %: the GPU waits on something the
+time model does not see, and draws less while it waits).
 """
 
 from __future__ import annotations
@@ -19,6 +26,15 @@ KINDS = {
     "energy/output token": ("energy_per_output_token",),
     "power": ("power_total", "power_per_gpu"),
 }
+TIME_KIND = "time/output token"  # energy / power (module docstring)
+
+
+def time_errors(errors: dict[str, list[float]]) -> list[float]:
+    """The errors of time per output token a row's energy and power errors imply (none when the
+    row lacks one of them): (1 + e_energy) / (1 + e_power) − 1, paired in order (two rows with
+    one run key and label come as one run of observations)."""
+    pairs = zip(errors.get("energy/output token", []), errors.get("power", []), strict=False)
+    return [(1.0 + energy) / (1.0 + power) - 1.0 for energy, power in pairs]
 
 
 def model_group(row: Row) -> str:
@@ -38,12 +54,16 @@ def energy_by_group(rows: Sequence[Row], profiled: list[Observation]) -> list[di
     i = 0
     for row in rows:
         key = (row.deployment.gpu.name, model_group(row))
+        mine: dict[str, list[float]] = {}
         while i < len(profiled) and (profiled[i].run, profiled[i].label) == (row.run, row.label):
             o = profiled[i]
             i += 1
             for kind, metrics in KINDS.items():
                 if o.metric in metrics:
                     groups.setdefault((*key, kind), []).append(o.error)
+                    mine.setdefault(kind, []).append(o.error)
+        if implied := time_errors(mine):
+            groups.setdefault((*key, TIME_KIND), []).extend(implied)
     print("\nenergy by GPU and model group (shipped profiles)")
     print(f"{'gpu':16} {'group':14} {'metric':20} {'rows':>5} {'MdAPE':>7} {'bias':>7}")
     out = []

@@ -3,6 +3,7 @@ observation counted in its own row's group (rows sharing a run key included)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -39,3 +40,22 @@ def test_each_observation_counts_in_its_own_rows_group() -> None:
     assert out[("moe-fp8", "power")]["median_signed_pct"] == pytest.approx(10.0)
     assert out[("moe-bf16", "power")]["median_signed_pct"] == pytest.approx(-20.0)
     assert out[("moe-bf16", "power")]["rows"] == 1
+
+
+def test_time_per_token_is_what_energy_holds_beside_power() -> None:
+    """Energy +10 % with power +21 %: the time per output token is 1.10 / 1.21 − 1 = −9.09 %
+    (E = P·t); a row with only power has no time figure."""
+    implied = vp.time_errors({"energy/output token": [0.10, 0.0], "power": [0.21, -0.5]})
+    assert implied == pytest.approx([1.10 / 1.21 - 1, 1.0 / 0.5 - 1])
+    assert vp.time_errors({"power": [0.21]}) == []
+    rows = [_row("llama-3.1-8b", "bf16", "B8"), _row("llama-3.1-8b", "bf16", "B16")]
+    rows = [rows[0], dataclasses.replace(rows[1], run="other-run")]
+    obs = [
+        Observation("src", "same-run", "vllm", "energy_per_output_token", "B8", 1.0, 1.1),
+        Observation("src", "same-run", "vllm", "power_total", "B8", 500.0, 605.0),
+        Observation("src", "other-run", "vllm", "power_total", "B16", 500.0, 450.0),
+    ]
+    out = {(r["group"], r["metric"]): r for r in vp.energy_by_group(rows, obs)}
+    time = out[("dense-bf16", "time/output token")]
+    assert time["rows"] == 1
+    assert time["median_signed_pct"] == pytest.approx(100 * (1.10 / 1.21 - 1), abs=0.05)

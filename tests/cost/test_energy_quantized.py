@@ -58,12 +58,25 @@ def test_dequant_energy_per_element_by_format_and_generation() -> None:
 
 
 def test_cuda_core_instructions_add_their_energy_by_hand() -> None:
-    """1e9 MXFP4 elements unpacked in the 1 ms step: 3.125e9 lanes x 23.5 pJ / 1 ms = 73.4 W on
-    top of 528.4 W; at half clock the instruction energy goes as f² (a quarter)."""
+    """1e9 MXFP4 elements unpacked in the 1 ms step: 3.125e9 lanes x 23.5 pJ x (1 − 0.2) / 1 ms
+    = 58.75 W on top of 528.4 W (the busy share b = 0.2 of the lane figure is already in b·D);
+    at half clock the instruction energy goes as f² (a quarter)."""
     work = dataclasses.replace(BASE, cuda_ops=3.125e9)
-    assert MODEL.power_w(work, H100) == pytest.approx(528.4 + 73.4375)
+    assert MODEL.power_w(work, H100) == pytest.approx(528.4 + 58.75)
     at_half = MODEL.power_w(work, H100, 0.5) - MODEL.power_w(BASE, H100, 0.5)
-    assert at_half == pytest.approx(73.4375 / 4)
+    assert at_half == pytest.approx(58.75 / 4)
+
+
+@pytest.mark.parametrize("busy_fraction", [0.0, 0.2, 0.449, 0.8])
+def test_an_fp32_stream_at_the_derivations_rate_draws_the_tdp(busy_fraction: float) -> None:
+    """The lane figure's own premise: H100 FP32 FMA lanes at U_GEMM x 33.5e12 a second, busy the
+    whole 1 ms step, no bytes: 70 + b·630 + (1 − b) x 23.5 pJ x 26.8e12 = 70 + b·630 + (1 − b) x
+    629.8 = 699.8-700 W whatever b is (without the (1 − b) it would be 700 + b·630)."""
+    model = PowerModel(chip_flop_per_byte=100.0, busy_power_fraction=busy_fraction)
+    work = GpuWork("bf16", 0.0, 0.0, 0.0, 1e-3, 1e-3, 70.0, 630.0, cuda_ops=26.8e12 * 1e-3)
+    power_w = model.power_w(work, H100)
+    assert power_w == pytest.approx(70 + 630 * busy_fraction + 629.8 * (1 - busy_fraction))
+    assert power_w <= 700.0
 
 
 def test_instruction_bound_time_draws_the_whole_dynamic_range_by_hand() -> None:
@@ -91,7 +104,7 @@ def test_expert_weight_elements_of_one_token_by_hand() -> None:
 def _power_by_hand(dep_name: str, weight: str, shape: BatchShape, issue_frac: float) -> None:
     """A one-GPU step's power from the StepCost's own time, bytes and compute share (no links,
     busy the whole step): 70 + b·630 + (1 − b)·630·issue/t + [e_tc·u_c·t·peak + (31.2 pJ +
-    r·0.796 pJ)·bytes + 23.5 pJ·3.125·elements] / t."""
+    r·0.796 pJ)·bytes + (1 − b)·23.5 pJ·3.125·elements] / t."""
     eff = DEFAULT_EFFICIENCY.with_overrides({"fp8_moe": 0.75})
     dep = make_deployment(dep_name, "h100-sxm", weight_dtype=weight, efficiency=eff)
     cost = step_cost(dep, shape)
@@ -110,7 +123,7 @@ def _power_by_hand(dep_name: str, weight: str, shape: BatchShape, issue_frac: fl
         + (
             e_tc * cost.compute_util * t * peak
             + (31.2e-12 + power.chip_flop_per_byte * 0.796e-12) * cost.hbm_bytes
-            + 23.5e-12 * 3.125 * elements
+            + (1 - b) * 23.5e-12 * 3.125 * elements
         )
         / t
     )
@@ -119,8 +132,8 @@ def _power_by_hand(dep_name: str, weight: str, shape: BatchShape, issue_frac: fl
 
 
 def test_mxfp4_moe_decode_step_power_by_hand() -> None:
-    """gpt-oss-20b in MXFP4 on one H100, 16 sequences: unpacking adds 3.125 x 23.5 pJ an
-    expert weight element read; quantized_moe = 1 by default, so no instruction-bound time."""
+    """gpt-oss-20b in MXFP4 on one H100, 16 sequences: unpacking adds (1 − b) x 3.125 x 23.5 pJ
+    an expert weight element read; quantized_moe = 1 by default, so no instruction-bound time."""
     _power_by_hand("gpt-oss-20b", "mxfp4", BatchShape.decode(16, 16 * 1000), 0.0)
 
 
