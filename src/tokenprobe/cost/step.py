@@ -144,6 +144,7 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
     rates["experts"] *= _quantized_moe_scale(dep)
     rates["attention"] *= mla_attention_scale(dep)
+    rates["ssm"] = min(rates["ssm"], hbm * eff.memory)  # `ssm_memory` is a ceiling
     return rates
 
 
