@@ -16,10 +16,15 @@ throughput then goes 19.0 -> 12.3 %, but the held-out MoE rows stay 20 % too fas
 rows cannot see.)
 
 What is fitted: the `vllm` profile's time parameters, from its values (GEMM, HBM, attention and
-MoE kernel rates, link, per-kernel/step/sequence host costs; `routing_skew` and `request_overhead_s`
-stay: the steady-state rows see neither). The power model is NOT refitted: the profile names
-`power_of = "vllm"` (the H100 fit), so B200 energy and power stay a transfer check of the power
-model, now with B200's own time model; its records say how they moved.
+MoE kernel rates, link, per-kernel/step/sequence host costs), and `mixed_step_overhead_s`, the host
+time of a step with prompt tokens that vLLM 0.11 cannot replay as one CUDA graph on FlashInfer, the
+Blackwell default (FA3 on H100 can: cost/efficiency.py), from 0 (fits 1.0 ms; the B200 runs' mean
+step over their median ITL is 1.12-1.31 for the 8B-70B dense chat runs, 1.03-1.10 on H100; most of
+that gap is in the waiting rows the fit does not see, so the busy rows hold it to ~1 ms);
+`routing_skew` and `request_overhead_s` stay: the steady-state rows see neither. The power model
+is NOT refitted: the profile names `power_of = "vllm"` (the H100 fit), so B200 energy and power
+stay a transfer check of the power model, now with B200's own time model; its records say how
+they moved.
 
 Set from sources, not fitted (`FIXED`): `ssm_memory`, the ceiling on the Mamba-2 decode kernel's
 state traffic (cost/efficiency.py): vLLM 0.11 launches its Triton selective_state_update with

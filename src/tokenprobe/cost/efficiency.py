@@ -132,6 +132,17 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   the profiles fit it: Argonne's static batches slow down with batch more than the GPU work
   does (without it the vllm-2024 profile put vLLM 0.5 at batch 64 27 % too fast, at batch 1
   5 % too slow).
+- `mixed_step_overhead_s` 0 s: host time a step that carries prompt tokens adds, where the
+  engine cannot replay such a step as one CUDA graph. vLLM 0.11 captures full graphs only for the
+  batches its attention backend declares it can (`AttentionCGSupport`): FlashAttention 3, the
+  Hopper default, ALWAYS (mixed prefill-decode batches too), FlashInfer, the Blackwell default,
+  UNIFORM_SINGLE_TOKEN_DECODE (vllm/v1/attention/backends/flash_attn.py and flashinfer.py of that
+  release; platform default: vllm-project/vllm@1c0d9ecf:vllm/platforms/cuda.py); a mixed step
+  then runs piecewise graphs with attention outside them, every layer's attention launched from
+  Python, after FlashInfer plans its prefill on the host. 0 (no such step cost) unless a profile
+  fits it: `vllm-blackwell` does, on ML.ENERGY's B200 runs, whose output rate sits further below
+  batch / median ITL than on H100 (mean step over median step 1.12-1.31 for the 8B-70B dense chat
+  runs against 1.03-1.10 on H100; benchmarks/fit_blackwell.py).
 """
 
 from __future__ import annotations
@@ -171,6 +182,7 @@ class Efficiency:
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
     seq_overhead_s: float = 0.0
+    mixed_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
