@@ -16,10 +16,22 @@ throughput then goes 19.0 -> 12.3 %, but the held-out MoE rows stay 20 % too fas
 rows cannot see.)
 
 What is fitted: the `vllm` profile's time parameters, from its values (GEMM, HBM, attention and
-MoE kernel rates, link, per-kernel/step/sequence host costs; `routing_skew` and `request_overhead_s`
-stay: the steady-state rows see neither). The power model is NOT refitted: the profile names
-`power_of = "vllm"` (the H100 fit), so B200 energy and power stay a transfer check of the power
-model, now with B200's own time model; its records say how they moved.
+MoE kernel rates, link, per-kernel/step/sequence host costs), and `mixed_step_overhead_s`, the host
+time of a step with prompt tokens that vLLM 0.11 cannot replay as one CUDA graph on FlashInfer, the
+Blackwell default (FA3 on H100 can: cost/efficiency.py), from 0 (fits 1.0 ms; the B200 runs' mean
+step over their median ITL is 1.12-1.31 for the 8B-70B dense chat runs, 1.03-1.10 on H100; most of
+that gap is in the waiting rows the fit does not see, so the busy rows hold it to ~1 ms);
+`routing_skew` and `request_overhead_s` stay: the steady-state rows see neither. The power model
+is NOT refitted: the profile names `power_of = "vllm"` (the H100 fit), so B200 energy and power
+stay a transfer check of the power model, now with B200's own time model; its records say how
+they moved.
+
+Set from sources, not fitted (`FIXED`): `ssm_memory`, the ceiling on the Mamba-2 decode kernel's
+state traffic (cost/efficiency.py): vLLM 0.11 launches its Triton selective_state_update with
+Hopper's tile on B200 (a Blackwell launch came in vllm-project/vllm PR #32873, Jan 2026), and the
+kernel moves ~2.85 TB/s on 132 SMs whatever the HBM (H200), so ~3.2 TB/s on B200's 148 SMs, 0.40
+of its 8 TB/s. Without it the busy Nemotron-Nano rows ran 25-30 % too fast (ITL -24.7 %, energy
+-30 %) while the same rows on H100 fit within ~5 %, and the fit pulled `memory` down for all.
 
 Rows the fit does not see (they are still in every error it reports): runs whose own GPU power
 says the GPU idled through much of each step. A GPU that runs the model's step the whole step
@@ -65,6 +77,17 @@ from validation_data import bias_pct, mdape_pct
 # step idle, twice the power model's H100 MdAPE (module docstring); 0.7 and 0.9 were tried: held-out
 # ITL 13.9 / 14.9 %, throughput 15.9 / 20.3 %, energy 12.9 / 15.4 % (0.8: see the profile)
 BUSY_FRACTION_MIN = 0.8
+# vLLM 0.11's Mamba-2 decode kernel (Triton selective_state_update at its one launch for dstate
+# 128, BLOCK_SIZE_M 4 / 4 warps) is bound on the SM side (cost/efficiency.py `ssm_memory`): on an
+# H200 it moves an fp32 state of EffBatch 8192 (x 64 x 128 x 4 B, read and written: 65,536 B each)
+# in 188.20 us (vllm-project/vllm PR #44251, heuristic column; 4096: 94.81 us, 2.83 TB/s), 2.85
+# TB/s on 132 SMs, the rate `vllm` gives an H100 (0.85 x 3.35 TB/s). Per SM on B200's 148 SMs
+# (Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025) over its 8 TB/s:
+# 0.40 of the HBM peak. Set, not fitted: the hybrid rows check it.
+H200_SSU_BYTES_PER_S = 8192 * 65_536 / 188.20e-6
+H200_SMS, B200_SMS, B200_HBM_BYTES_PER_S = 132, 148, 8.0e12
+SSM_MEMORY_B200 = H200_SSU_BYTES_PER_S / H200_SMS * B200_SMS / B200_HBM_BYTES_PER_S
+FIXED = {"ssm_memory": SSM_MEMORY_B200}  # set on the fit's start (`calibrate_busy`)
 B200_CSV = Path(__file__).resolve().parent / "data" / "mlenergy_leaderboard_v3_b200.csv"
 METRICS = ("itl_median", "output_throughput", "energy_per_output_token", "power_total")
 
@@ -92,7 +115,10 @@ def calibrate_busy(
     and after, on every row of both sets."""
     fitted, held = split(rows, spec["holdout"])
     seen = subsample(busy_rows(fitted, start), DEFAULT_FIT_ROWS_PER_SOURCE)
-    result = fit_staged(seen, spec["parameters"], start)
+    # the fit starts from `vllm` with the figures set from their sources (FIXED); "before" is `vllm`
+    result = fit_staged(
+        seen, spec["parameters"], replace(start, efficiency=start.efficiency.with_overrides(FIXED))
+    )
     p = result.params
     errors = [
         summarize(observe(rs, q.efficiency, q.power)) for rs in (fitted, held) for q in (start, p)

@@ -171,7 +171,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             p
             for p in DEFAULT_PARAMETERS
             if not p.startswith(POWER_PREFIX) and p not in ("routing_skew", "request_overhead_s")
-        ],
+        ]
+        + ["mixed_step_overhead_s"],  # FlashInfer's mixed steps outside the graph (fit_blackwell)
     },
     # DeepSeek-era kernels (benchmarks/data/deepseek_2025h1.csv): each era profile starts from its
     # engine's late-2025 profile, with compute_decode tied to compute_prefill where it was above

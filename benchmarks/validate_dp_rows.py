@@ -5,12 +5,18 @@ are skipped there ("data-parallel replicas", "data-parallel attention") and fitt
 - ML.ENERGY leaderboard v3 on B200 (benchmarks/data/mlenergy_leaderboard_v3_b200.csv, dp > 1):
   vLLM 0.11.1 serving Qwen3-Coder-480B-A35B-FP8 with "DP for attention, EP for MLP experts" (the
   leaderboard's parallelization note): `--data-parallel-size dp --enable-expert-parallel`, one
-  GPU a rank. ML.ENERGY's runs hold `avg_batch_size` sequences running (max_num_seqs sweep):
-  replayed as a closed loop of that many users (the open-loop stand-in of
-  deployment_replay.closed_loop: C requests at t = 0, the rest at the rate that keeps C in
-  flight by the run's own E2E), prompts of the task's assumed length (calibrate.sources
-  TASK_ISL) and the published mean output length; measured median ITL, output tokens/s and
-  J per output token.
+  GPU a rank. ML.ENERGY's runs hold `avg_batch_size` sequences running (max_num_seqs sweep),
+  counted over the whole fleet: the benchmark sums the gauge `vllm:num_requests_running` over its
+  engines (github:ml-energy/benchmark@c1d6557:mlenergy/benchmark/llm/benchmark.py,
+  `agg_gauge_metrics={"vllm:num_requests_running": "sum"}`; ml-energy/data records/runs.py reads
+  that steady-state sum as `avg_batch_size`), and a DP launch passes each engine
+  `--max-num-seqs` of the sweep's value over the GPUs (benchmark.py: "For data parallelism,
+  max_num_seqs ... must be divisible by the number of GPUs", `max_num_seqs_per_replica`), so a
+  row's `max_num_seqs` (512 at dp 8) is 64 a rank. Replayed as a closed loop of that many users
+  (the open-loop stand-in of deployment_replay.closed_loop: C requests at t = 0, the rest at
+  the rate that keeps C in flight by the run's own E2E), prompts of the task's assumed length
+  (calibrate.sources TASK_ISL) and the published mean output length; measured median ITL,
+  output tokens/s and J per output token.
 - GPUStack's SGLang runs with `--enable-dp-attention --dp-size 8` (benchmarks/data/
   gpustack_performance_lab.csv, dp > 1): mapped by calibrate.serving.serving_rows (its
   dp_attention path: the same workload, lengths, engine flags and measured metrics as its
@@ -102,6 +108,12 @@ def _figures(d: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def engine_max_num_seqs(row: Mapping[str, str], dp: int, default: int) -> int:
+    """One engine's `--max-num-seqs` in an ML.ENERGY DP run: the row's (the sweep's, the
+    fleet's) over the ranks (module docstring); `default` an engine's where the row has none."""
+    return max(1, int_field(row, "max_num_seqs", default * dp) // dp)
+
+
 def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     """One ML.ENERGY B200 data-parallel row (module docstring)."""
     label = f"{row['model']} {row['gpu_count']}gpu dp{row.get('dp')} B{row.get('avg_batch_size')}"
@@ -121,8 +133,7 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
         raise SkipRowError("no task, avg_batch_size or osl_mean")
     out.measured = measured_fields(row, [f for f in MLENERGY_FIELDS if f[0] in METRICS])
     config = engine_defaults(engine, dep.gpu)
-    max_seqs = int_field(row, "max_num_seqs", config.max_num_seqs)
-    config = replace(config, max_num_seqs=max_seqs)  # per rank: vLLM's flag is an engine core's
+    config = replace(config, max_num_seqs=engine_max_num_seqs(row, dp, config.max_num_seqs))
     isl, c = TASK_ISL[task], max(1, round(batch))
 
     def run(arrival: Arrival) -> dict[str, Any]:

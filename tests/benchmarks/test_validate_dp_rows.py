@@ -48,3 +48,13 @@ def test_ep72_decode_is_covered_once_redundant_experts_are_placed() -> None:
     replayed = dr.replay(decode, "profile")
     assert replayed.predicted is not None, replayed.why
     assert "32 redundant experts" in replayed.note
+
+
+def test_an_mlenergy_dp_engine_gets_its_share_of_the_sweeps_max_num_seqs() -> None:
+    """ML.ENERGY's DP launch passes each of the dp engines max_num_seqs / dp (ml-energy/benchmark
+    benchmark.py `max_num_seqs_per_replica`): the 8-GPU row of the 512 sweep point runs 64
+    sequences an engine, the 4-GPU row of 8 runs 2; the fleet's running count (`avg_batch_size`,
+    summed over engines) stays the closed loop's users."""
+    assert vdp.engine_max_num_seqs({"max_num_seqs": "512"}, 8, 256) == 64
+    assert vdp.engine_max_num_seqs({"max_num_seqs": "8"}, 4, 256) == 2
+    assert vdp.engine_max_num_seqs({}, 8, 256) == 256  # no sweep value: an engine's default

@@ -61,6 +61,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "kernel_overhead_s": (0.0, 40 * MICRO),
     "step_overhead_s": (0.0, 30 * MILLI),
     "seq_overhead_s": (0.0, 200 * MICRO),
+    "mixed_step_overhead_s": (0.0, 100 * MILLI),
     "request_overhead_s": (0.0, 200 * MILLI),
     "power.chip_flop_per_byte": (1.0, 1000.0),
     "power.busy_power_fraction": (0.0, 0.9),
@@ -72,7 +73,7 @@ ProgressFn = Callable[[int, int], None]
 
 # fitted only when named (an era profile's kernels, `mla_attention` on MLA rows): every other
 # row is blind to it, and a default fit would pay one more evaluation per iteration for nothing
-NAMED_ONLY = frozenset({"mla_attention"})
+NAMED_ONLY = frozenset({"mla_attention", "mixed_step_overhead_s"})
 DEFAULT_PARAMETERS = tuple(k for k in BOUNDS if k not in NAMED_ONLY)
 DERIVED_METRICS = frozenset({"energy_per_output_token"})
 POWER_METRICS = frozenset({"power_per_gpu", "power_total"})

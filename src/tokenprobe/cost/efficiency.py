@@ -24,6 +24,21 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
 - `moe_memory` 0.80: achieved HBM fraction of the fused-MoE expert kernels (vLLM `fused_moe`,
   grouped GEMMs over scattered expert weights). Kept equal to `memory` until calibration
   (issue 8) fits it: ML.ENERGY's vLLM MoE runs suggest lower values on large expert counts.
+- `ssm_memory` 1.0: a ceiling, as a fraction of the HBM peak, on the rate of the Mamba-2 layers'
+  recurrent-state traffic (the `ssm` operator: each decoding sequence's state read and written
+  once a step by the decode kernel, `selective_state_update`); the operator runs at the lesser of
+  it and `memory`, so 1 means "as any streaming kernel". vLLM's kernel is Triton, launched with
+  one (BLOCK_SIZE_M, num_warps) per state size: (4, 4) for dstate 128 in vLLM 0.11
+  (vllm/model_executor/layers/mamba/ops/mamba_ssm.py; Blackwell got its own launch only in
+  vllm-project/vllm PR #32873, Jan 2026, "Tune Mamba selective scan kernel for B200"). At that
+  launch the kernel is bound on the SM side, not by HBM: on an H200 (4.8 TB/s, 132 SMs) it moves
+  2.81-2.85 TB/s (fp32 state, headdim 64, dstate 128: 65,536 B read + written per sequence and
+  head, EffBatch 1024 / 4096 / 8192 in 23.85 / 94.81 / 188.20 us; vllm-project/vllm PR #44251's
+  heuristic column), the rate the `vllm` profile's `memory` gives an H100 (3.35 TB/s x 0.85), so
+  a faster HBM does not speed it up; it scales with the SMs. `vllm-blackwell` sets B200's 148
+  SMs (Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025: 74 SMs a
+  die, clocks like H100 SXM5's) at the H200 figure per SM: 2.84 TB/s x 148 / 132 / 8 TB/s = 0.40
+  (benchmarks/fit_blackwell.py `SSM_MEMORY_B200`), not fitted.
 - `quantized_moe` 1.0 and `fp8_moe` 1.0: how fast, relative to the 16-bit kernels, the fused-MoE
   expert kernels run when the expert weights are stored in 4 bits with group scales (MXFP4,
   INT4; `quantized_moe`) or in 8 bits with block or channel scales (FP8 128x128 blocks, INT8;
@@ -117,6 +132,17 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   the profiles fit it: Argonne's static batches slow down with batch more than the GPU work
   does (without it the vllm-2024 profile put vLLM 0.5 at batch 64 27 % too fast, at batch 1
   5 % too slow).
+- `mixed_step_overhead_s` 0 s: host time a step that carries prompt tokens adds, where the
+  engine cannot replay such a step as one CUDA graph. vLLM 0.11 captures full graphs only for the
+  batches its attention backend declares it can (`AttentionCGSupport`): FlashAttention 3, the
+  Hopper default, ALWAYS (mixed prefill-decode batches too), FlashInfer, the Blackwell default,
+  UNIFORM_SINGLE_TOKEN_DECODE (vllm/v1/attention/backends/flash_attn.py and flashinfer.py of that
+  release; platform default: vllm-project/vllm@1c0d9ecf:vllm/platforms/cuda.py); a mixed step
+  then runs piecewise graphs with attention outside them, every layer's attention launched from
+  Python, after FlashInfer plans its prefill on the host. 0 (no such step cost) unless a profile
+  fits it: `vllm-blackwell` does, on ML.ENERGY's B200 runs, whose output rate sits further below
+  batch / median ITL than on H100 (mean step over median step 1.12-1.31 for the 8B-70B dense chat
+  runs against 1.03-1.10 on H100; benchmarks/fit_blackwell.py).
 """
 
 from __future__ import annotations
@@ -142,6 +168,7 @@ class Efficiency:
     memory: float = 0.80
     attention_memory: float = 0.60
     moe_memory: float = 0.80
+    ssm_memory: float = 1.0
     link: float = 0.80
     quantized_moe: float = 1.0
     fp8_moe: float = 1.0
@@ -155,6 +182,7 @@ class Efficiency:
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
     seq_overhead_s: float = 0.0
+    mixed_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -81,6 +81,7 @@ MEMORY_EFFICIENCY_FIELD = {
     "attention": "attention_memory",
     "indexer": "attention_memory",  # the DSA indexer reads the paged fp8 key cache too
     "experts": "moe_memory",
+    "ssm": "ssm_memory",  # a ceiling: the lesser of it and `memory` (cost/efficiency.py)
 }
 
 

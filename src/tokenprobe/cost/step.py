@@ -133,9 +133,16 @@ def rates(dep: Deployment, rows: Any) -> tuple[Any, float]:
 
 def host_time_s(dep: Deployment, shape: BatchShape) -> Any:
     """Host work the GPU does not hide: once per step, plus per sequence stepped (sampling,
-    input rows, detokenization; `Efficiency.seq_overhead_s`). Numbers or arrays (sweep.py)."""
+    input rows, detokenization; `Efficiency.seq_overhead_s`), plus once in a step with prompt
+    tokens (`Efficiency.mixed_step_overhead_s`). Numbers or arrays (sweep.py)."""
     eff = dep.efficiency
-    return eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
+    host = eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
+    if not eff.mixed_step_overhead_s:
+        return host
+    # a step with prompt tokens, where the engine cannot replay it as one CUDA graph
+    seqs = shape.prefill_seqs
+    has_prompt = seqs > 0 if isinstance(seqs, (int, float)) else np.asarray(seqs) > 0
+    return host + eff.mixed_step_overhead_s * has_prompt
 
 
 def special_byte_rates(dep: Deployment) -> dict[str, float]:
@@ -144,6 +151,7 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
     rates["experts"] *= _quantized_moe_scale(dep)
     rates["attention"] *= mla_attention_scale(dep)
+    rates["ssm"] = min(rates["ssm"], hbm * eff.memory)  # `ssm_memory` is a ceiling
     return rates
 
 
