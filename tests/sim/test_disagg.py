@@ -124,3 +124,14 @@ def test_cli_shows_the_workers_and_the_transfers(tmp_path) -> None:
     assert runner.invoke(app, ["diagnose", str(out)]).exit_code == 0
     bad = runner.invoke(app, [*args, "--disaggregate", "2x"], env={"COLUMNS": "200"})
     assert bad.exit_code == 2 and "disaggregate" in bad.output
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_cli_refuses_a_bad_link_bandwidth_naming_the_flag(value: str) -> None:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "64"]
+    args += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4", "--disaggregate"]
+    args += ["1p1d", "--kv-link-gb-per-s", value]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "kv_link_gb_per_s" in "".join(result.output.split())
+    assert "Traceback" not in result.output
