@@ -71,8 +71,11 @@ def test_under_load_no_request_is_lost_and_every_kv_arrives_before_its_decode() 
     result = _pd(workload, "1p3d")
     records = result.records
     assert len({r.request_id for r in records}) == 300 and all(r.ok for r in records)
+    overhead = DEP.efficiency.request_overhead_s  # each server's front end (proxy: two)
     for r in records:
-        arrived = r.extra["prefill_done_s"] + r.extra["kv_transfer_s"]
+        assert r.extra["decode_frontend_s"] == overhead
+        assert r.extra["prefill_done_s"] >= r.sent_s + overhead
+        arrived = r.extra["prefill_done_s"] + overhead + r.extra["kv_transfer_s"]
         assert r.first_token_s is not None and r.first_token_s >= arrived
         assert r.extra["kv_transfer_s"] >= r.extra["kv_link_wait_s"] >= 0.0
     for part in result.workers:
