@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokenprobe.cli import app
-from tokenprobe.cost import make_deployment
+from tokenprobe.cost import Efficiency, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import timeline_energy_j
 from tokenprobe.sim import DisaggResult, build_workload, simulate_fleet
@@ -67,11 +67,17 @@ def test_a_faster_link_moves_it_faster() -> None:
 
 
 def test_under_load_no_request_is_lost_and_every_kv_arrives_before_its_decode() -> None:
+    """The proxy's fleet with a 20 ms front end per server: each request passes the prefill
+    server's before its prefill and the decode server's before its KV moves."""
+    overhead = 0.02
+    dep = make_deployment(
+        "llama-3.1-8b", "h100-sxm", efficiency=Efficiency(request_overhead_s=overhead)
+    )
     workload = build_workload(input_tokens=4096, output_tokens=128, rate_per_s=6, num_requests=300)
-    result = _pd(workload, "1p3d")
+    result = simulate_fleet(dep, workload, disaggregate="1p3d")
+    assert isinstance(result, DisaggResult)
     records = result.records
     assert len({r.request_id for r in records}) == 300 and all(r.ok for r in records)
-    overhead = DEP.efficiency.request_overhead_s  # each server's front end (proxy: two)
     for r in records:
         assert r.extra["decode_frontend_s"] == overhead
         assert r.extra["prefill_done_s"] >= r.sent_s + overhead
