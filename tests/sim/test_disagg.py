@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tokenprobe.cli import app
-from tokenprobe.cost import make_deployment
+from tokenprobe.cost import Efficiency, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import timeline_energy_j
 from tokenprobe.sim import DisaggResult, build_workload, simulate_fleet
@@ -67,12 +67,21 @@ def test_a_faster_link_moves_it_faster() -> None:
 
 
 def test_under_load_no_request_is_lost_and_every_kv_arrives_before_its_decode() -> None:
+    """The proxy's fleet with a 20 ms front end per server: each request passes the prefill
+    server's before its prefill and the decode server's before its KV moves."""
+    overhead = 0.02
+    dep = make_deployment(
+        "llama-3.1-8b", "h100-sxm", efficiency=Efficiency(request_overhead_s=overhead)
+    )
     workload = build_workload(input_tokens=4096, output_tokens=128, rate_per_s=6, num_requests=300)
-    result = _pd(workload, "1p3d")
+    result = simulate_fleet(dep, workload, disaggregate="1p3d")
+    assert isinstance(result, DisaggResult)
     records = result.records
     assert len({r.request_id for r in records}) == 300 and all(r.ok for r in records)
     for r in records:
-        arrived = r.extra["prefill_done_s"] + r.extra["kv_transfer_s"]
+        assert r.extra["decode_frontend_s"] == overhead
+        assert r.extra["prefill_done_s"] >= r.sent_s + overhead
+        arrived = r.extra["prefill_done_s"] + overhead + r.extra["kv_transfer_s"]
         assert r.first_token_s is not None and r.first_token_s >= arrived
         assert r.extra["kv_transfer_s"] >= r.extra["kv_link_wait_s"] >= 0.0
     for part in result.workers:
@@ -124,3 +133,14 @@ def test_cli_shows_the_workers_and_the_transfers(tmp_path) -> None:
     assert runner.invoke(app, ["diagnose", str(out)]).exit_code == 0
     bad = runner.invoke(app, [*args, "--disaggregate", "2x"], env={"COLUMNS": "200"})
     assert bad.exit_code == 2 and "disaggregate" in bad.output
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_cli_refuses_a_bad_link_bandwidth_naming_the_flag(value: str) -> None:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--input-tokens", "64"]
+    args += ["--output-tokens", "8", "--rate", "2", "--num-requests", "4", "--disaggregate"]
+    args += ["1p1d", "--kv-link-gb-per-s", value]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "kv_link_gb_per_s" in "".join(result.output.split())
+    assert "Traceback" not in result.output

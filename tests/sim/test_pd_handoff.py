@@ -36,11 +36,13 @@ def _step(plan: StepPlan) -> tuple[float, float]:
     return (PREFILL_S if plan.prefill_tokens > 1 else STEP_S), 1.0
 
 
-def _run(specs: list[RequestSpec], split: str = "1p1d", blocks: int = 100_000) -> DisaggResult:
+def _run(
+    specs: list[RequestSpec], split: str = "1p1d", blocks: int = 100_000, handoff: str = "sglang"
+) -> DisaggResult:
     workload = Workload(Arrival("trace", trace=tuple(specs)), name="trace")
     return run_disaggregated(
         workload, _step, DEP, SchedulerConfig(), blocks, split=Split.parse(split),
-        handoff="sglang", frontend_s=FRONTEND_S,
+        handoff=handoff, frontend_s=FRONTEND_S,
     )  # fmt: skip
 
 
@@ -61,6 +63,26 @@ def test_one_request_ttft_is_front_end_prefill_transfer() -> None:
     assert record.extra["handoff_wait_s"] == pytest.approx(0.0, abs=1e-12)
     assert record.output_tokens == 5
     assert record.finish_s == pytest.approx(record.first_token_s + 4 * STEP_S, abs=1e-12)
+
+
+def test_the_proxy_passes_both_servers_front_ends_in_turn() -> None:
+    """vLLM's proxy sends the request to the prefill server, awaits its one-token response,
+    then sends it to the decode server (toy_proxy_server.py): the prefill server's front end
+    (20 ms), the prefill (50 ms), the decode server's front end (20 ms), the transfer T, then
+    the decode worker's first step, which computes the prompt's last token (10 ms) and yields
+    the first token: TTFT = 20 + 50 + 20 ms + T + 10 ms. The other 4 tokens take 10 ms each.
+    SGLang's router sends to both servers at once: one front end (the test above)."""
+    result = _run([RequestSpec("a", 0.0, PROMPT, 5)], handoff="proxy")
+    (record,) = result.records
+    assert record.extra["prefill_done_s"] == pytest.approx(FRONTEND_S + PREFILL_S, abs=1e-12)
+    assert record.extra["decode_frontend_s"] == FRONTEND_S
+    assert record.extra["kv_transfer_s"] == pytest.approx(T_S, abs=1e-12)
+    expected = 2 * FRONTEND_S + PREFILL_S + T_S + STEP_S
+    assert record.first_token_s == pytest.approx(expected, abs=1e-12)
+    assert record.finish_s == pytest.approx(expected + 4 * STEP_S, abs=1e-12)
+    assert record.output_tokens == 5 and record.ok
+    config = result.to_dict()["config"]
+    assert config["frontend_s"] == FRONTEND_S and config["frontends_in_series"] == 2
 
 
 def test_both_handoffs_wait_for_the_decode_step_in_flight() -> None:

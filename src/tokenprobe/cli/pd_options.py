@@ -16,6 +16,7 @@ PdHandoffOption = Annotated[
         f"{' or '.join(PD_HANDOFFS)} (sglang: the router sends each request to a prefill and a "
         "decode worker at once, the decode worker pre-allocates its KV before the prefill "
         "starts and streams the first token at its next step; proxy: prefill first, then the "
-        "least-loaded decode worker). Default: sglang for SGLang's engine, else proxy"
+        "least-loaded decode worker, through each server's front end in turn). Default: sglang "
+        "for SGLang's engine, else proxy"
     ),
 ]

@@ -20,7 +20,15 @@ How a request goes through the proxy's handoff (vLLM's disaggregated proxy: pref
    (`get_num_new_matched_tokens`) that the scheduler counts as computed, always leaving the last
    prompt token to compute. So admission computes only the partial last block and the last
    token, then decodes every output token. TTFT = prefill (and its queue) + transfer + the
-   decode worker's queue and first step.
+   decode worker's queue and first step, plus two front ends in series:
+4. The proxy calls the two servers one after the other (vllm-project/vllm@030ea52e:
+   tests/v1/kv_connector/nixl_integration/toy_proxy_server.py, `_handle_completions`: a
+   non-streaming `max_tokens = 1` request to a prefill server, its whole response awaited, then
+   the streaming request to a decode server), so the request passes each server's HTTP front end
+   once (`frontend_s`, `Efficiency.request_overhead_s`, in and out as an aggregated server has
+   it): the prefill server's before its prefill is admitted, the decode server's before its KV
+   moves (vLLM's NIXL decode side reads the KV once its request has arrived). The proxy's own
+   hops are not modelled.
 The KV in transit is not reserved in the decode pool: it is free-but-cached there until the
 request is admitted (vLLM's decode side allocates on admission; SGLang preallocates, so under
 KV pressure SGLang holds memory this model leaves free). A transfer whose blocks were handed to
@@ -179,7 +187,8 @@ def run_disaggregated(
     (deployment, step function, KV blocks), by default the same. `spec_run`: the decode workers
     decode speculatively (sim/specdecode.py); a prefill worker emits one token, no drafts.
     `handoff` "sglang": SGLang's router, pre-allocation and handoff (sim/pd_handoff.py), each
-    request first `frontend_s` in the servers' front ends; "proxy": the two passes."""
+    request first `frontend_s` in the servers' front ends; "proxy": the two passes, through
+    the prefill server's front end and then the decode server's (`frontend_s` each)."""
     requests = fleet_requests(workload, seed)
     p_dep, p_step_fn, p_blocks = prefill or (dep, step_fn, capacity_blocks)
     link = kv_link(p_dep, dep, split.prefill, split.decode, kv_link_bytes_per_s)
@@ -189,6 +198,7 @@ def run_disaggregated(
     p_state = state_blocks_per_seq(p_dep, config.block_size)
     state = state_blocks_per_seq(dep, config.block_size)
     gap = cost_gap_fn(dep)  # each step's engine CPU slice is not GPU-busy (sim/gpu_gap.py)
+    sglang = check_handoff(handoff) == "sglang"
     prefill_side = open_engines(
         split.prefill,
         p_step_fn,
@@ -196,7 +206,7 @@ def run_disaggregated(
         p_blocks,
         scheduler,
         p_idle_w,
-        0.0,
+        0.0 if sglang else frontend_s,  # SGLang's fleet loop applies its own (pd_handoff.py)
         p_state,
         cost_gap_fn(p_dep),
     )
@@ -205,7 +215,7 @@ def run_disaggregated(
         spec_run, seed,
     )  # fmt: skip
     per_worker = max(1, -(-trace_requests // (split.prefill + split.decode)))
-    if check_handoff(handoff) == "sglang":
+    if sglang:
         fleet = SglangPd([e for e, _ in prefill_side], decode_side, link, dep, frontend_s)
         handoffs = fleet.run(requests)
         prefill_parts = [
@@ -225,8 +235,9 @@ def run_disaggregated(
         )
     else:
         prefill_parts, decode_parts, client, recomputed = _proxy(
-            requests, prefill_side, decode_side, link, dep, config.block_size, per_worker, meta
-        )
+            requests, prefill_side, decode_side, link, dep, config.block_size, per_worker, meta,
+            frontend_s,
+        )  # fmt: skip
     config_doc = {
         **(meta or {}),
         "disaggregate": f"{split.prefill}p{split.decode}d",
@@ -235,7 +246,8 @@ def run_disaggregated(
         "kv_link_bytes_per_s": link.bytes_per_s,
         "kv_link": link.to_dict(),
         "pd_handoff": handoff,
-        "frontend_s": frontend_s if handoff == "sglang" else 0.0,
+        "frontend_s": frontend_s,
+        "frontends_in_series": 1 if sglang else 2,  # the servers' front ends a request passes
         "seed": seed,
         "num_gpus": p_dep.num_gpus * split.prefill + dep.num_gpus * split.decode,
         "kv_capacity_blocks": p_blocks * split.prefill + capacity_blocks * split.decode,
@@ -262,9 +274,12 @@ def _proxy(
     bs: int,
     per_worker: int,
     meta: dict[str, Any] | None,
+    frontend_s: float = 0.0,
 ) -> tuple[list[SimResult], list[SimResult], list[RequestRecord], int]:
     """The proxy's handoff (module docstring, the two passes): each prefill on the
-    least-loaded prefill worker, then its KV to the least-loaded decode worker."""
+    least-loaded prefill worker (its engines hold the prefill server's front end), then, once
+    the request has passed the decode server's front end (`frontend_s`), its KV to the
+    least-loaded decode worker."""
     by_id = {spec.request_id: spec for spec in requests}
     # 1. prefills: max_tokens = 1 on the least-loaded prefill worker
     p_engines = [e for e, _ in prefill_side]
@@ -284,7 +299,7 @@ def _proxy(
     link_free = [0.0] * len(decode_side)
     transfers: dict[str, tuple[int, float, float]] = {}
     for k, prefilled in enumerate(done):
-        ready = float(prefilled.first_token_s or 0.0)
+        ready = float(prefilled.first_token_s or 0.0) + frontend_s  # the decode server's
         advance(d_engines, ready)
         target = _least_loaded(d_engines)
         spec = by_id[prefilled.request_id]
@@ -306,7 +321,9 @@ def _proxy(
         _part(i, engine, pool, per_worker, "decode_worker", meta)
         for i, (engine, pool) in enumerate(decode_side)
     ]
-    client, recomputed = _client_records(prefill_parts, decode_parts, transfers, by_id, bs)
+    client, recomputed = _client_records(
+        prefill_parts, decode_parts, transfers, by_id, bs, frontend_s
+    )
     return prefill_parts, decode_parts, client, recomputed
 
 
@@ -335,6 +352,7 @@ def _client_records(
     transfers: dict[str, tuple[int, float, float]],
     specs: dict[str, RequestSpec],
     block_size: int,
+    decode_frontend_s: float = 0.0,
 ) -> tuple[list[RequestRecord], int]:
     """Each request as the client saw it: sent at its arrival, first token and the rest from
     its decode worker, the prefill worker's queue; where each part ran and how long its KV took
@@ -365,6 +383,7 @@ def _client_records(
                     "prefill_worker": pre.extra["prefill_worker"],
                     "decode_worker": float(target),
                     "prefill_done_s": float(pre.first_token_s or 0.0),
+                    "decode_frontend_s": decode_frontend_s,  # then the KV may move
                     "kv_link_wait_s": wait_s,
                     "kv_transfer_s": transfer_s,
                     "preemptions": float(pre.extra.get("preemptions", 0.0))

@@ -40,6 +40,24 @@ worker's queue and prefill + transfer + wait for the decode worker's step in fli
 Not modelled: the ZMQ messages between the workers (host-side, microseconds), the router's own
 hop, `max_new_tokens` in the pre-allocation test and the request-slot limits of the decode pool.
 
+Read again at the versions of dstack's runs (Sep 2025, `lmsysorg/sglang:latest`: SGLang 0.5.2,
+on PyPI 2025-09-11, and sglang-router 0.1.9, 2025-08-07 to 2025-10-15; their sdists/wheels):
+steps 1-5 hold there. Also there, not modelled: an iteration that builds the prebuilt batch runs
+no decode forward (decode.py `get_next_disagg_decode_batch_to_run`), so the running batch skips
+one scheduler iteration per handoff; `_allocatable_tokens` also holds back 512 tokens for every
+running, transferring and waiting request (under 3 % of a TP2 H200 pool at 128 requests).
+What does not add to a low-load TTFT or cap c128 there: the router's `max_concurrent_requests`
+(64) builds a semaphore nothing acquires (server.rs `AppContext`), and without logprobs it awaits
+only the decode server's response (pd_router.rs `execute_dual_dispatch`); the decode side asks
+a prefill's bootstrap server once per address (common/conn.py `connection_pool`); PD keeps the
+KV allocators' free slots sorted, so a prompt's KV is a few contiguous runs and NIXL gets about
+2 x layers descriptors (nixl/conn.py `send_kvcache`); NIXL 0.5.0's UCX progress thread polls
+with a 0 ms timeout (ai-dynamo/nixl@0.5.0 src/plugins/ucx/ucx_backend.cpp `progressFunc`,
+`pthrDelay` default 0); the decode pool's request slots (model_runner.py: at least 2,048),
+CUDA graphs (to 256 on H200) and KV (~2.7 M tokens per TP2 worker) bind nowhere near 128
+requests; vLLM 0.10.1.1-0.10.2's client times TTFT to the first SSE message with `choices` of
+/v1/completions (no chat template, so no reasoning channel) over max_concurrency connections.
+
 The reserved KV is pinned in the decode pool from pre-allocation until the handoff, then the
 request holds it like a cached prefix it found on admission (sim/disagg.py's accounting). The
 whole fleet runs as one loop in time order (`SglangPd.run`), so each decision sees the workers'
