@@ -4,14 +4,17 @@ fitted record as validate.py prints it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tokenprobe.calibrate import Row, load_csv, load_profile, observe, profile_name_for, split
 from tokenprobe.calibrate.fit import summarize
 from tokenprobe.calibrate.observations import engine_name
+from tokenprobe.cli import app
 from tokenprobe.cost import BatchShape, Deployment, step_cost
 from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import engine_defaults, engine_preset
@@ -99,6 +102,23 @@ def test_the_derivation_reproduces_the_4_user_run() -> None:
     assert step_cost(dep, decode).time_s == pytest.approx(0.055115, rel=1e-3)
     ttft = dep.efficiency.request_overhead_s + step_cost(dep, prefill).time_s
     assert ttft == pytest.approx(1.0385, rel=1e-3)
+
+
+def _estimate(*extra: str) -> dict[str, float]:
+    args = ["estimate", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8"]
+    args += ["--weight-dtype", "fp8", "--input-tokens", "3200", "--output-tokens", "800"]
+    result = CliRunner().invoke(app, [*args, "--batch", "4", "--json", *extra])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    return {"tpot_s": float(out["tpot_s"]), "ttft_s": float(out["ttft_s"])}
+
+
+def test_estimate_with_the_era_engine_prices_with_its_profile() -> None:
+    """`--engine tensorrt-llm-2025h1` is `--profile tensorrt-llm-2025h1`; at 4 sequences its
+    decode step is the 4-user run's (55.1 ms measured), several times the C++ back end's."""
+    era = _estimate("--engine", ERA)
+    assert era == _estimate("--profile", ERA)
+    assert era["tpot_s"] > 4 * _estimate("--engine", "tensorrt-llm")["tpot_s"]
 
 
 @pytest.mark.slow
