@@ -190,7 +190,7 @@ def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) ->
     """The scheduler `engine` (a preset name or alias) sets up on `tp` GPUs of this kind, with
     `overrides` (fields). An era with scheduler defaults of its own (`ERA_SCHEDULERS`) gets
     them."""
-    era = ERA_SCHEDULERS.get(engine.strip().lower())
+    era = ERA_SCHEDULERS.get(engine.strip().lower().replace(" ", "-"))  # as engine_preset
     if era is not None:
         return replace(era, **overrides)
     engine = engine_preset(engine).name
