@@ -10,6 +10,7 @@ Mechanisms, each sized on the rows before anything is derived (cost model, `step
 1. Kernels launched from Python. The era's `PyTorchConfig` defaults `use_cuda_graph = False` and
    `enable_overlap_scheduler = False` (NVIDIA/TensorRT-LLM `tensorrt_llm/_torch/pyexecutor/
    config.py`, the early-2025 version whose `PyTorchConfig` also has `print_iter_log = True`;
+   read from a stored copy without its commit, so 9b931c0f's own file is not quoted here;
    the disaggregated launcher of that era, `launch_server(..., use_cuda_graph=False,
    enable_overlap_scheduler=False)`), and dstack's command sets neither: every kernel of a
    decode step is dispatched by eager PyTorch and the host work of a step runs in series with
@@ -23,9 +24,9 @@ Mechanisms, each sized on the rows before anything is derived (cost model, `step
    together and stay in waves (as the README says for vLLM V0's rows), and without chunked
    context for MLA (engines.TRTLLM_SERVE_2025H1) the wave's 4 x 3,200 tokens are one step:
    median TTFT 1.04 s, against 0.30 s priced (of which the experts' GEMMs are 54 ms). vLLM 0.7.4
-   on the same machines measures 0.97 s there (its `vllm-2025h1` profile fits `fp8_moe` 0.23,
-   `moe_compute` 0.54). The experts' HBM rate is not what is slow (mechanism 1's flat decode),
-   so the experts' tensor rate is: `moe_compute`. These kernels predate DeepSeek's DeepGEMM
+   on the same machines measures 0.97 s there (its `vllm-2025h1` profile fits `fp8_moe` 0.23).
+   The experts' HBM rate is not what is slow (mechanism 1's flat decode), so the experts'
+   tensor rate is: `moe_compute`. These kernels predate DeepSeek's DeepGEMM
    (deepseek-ai/DeepGEMM, Feb 2025), the first fast Hopper block-FP8 grouped GEMM.
 Not modelled (measured, left for the held-out figures to show): the KV pool. At 128 users the
 running batch (output tokens/s x TPOT) times the whole length each request reserves
