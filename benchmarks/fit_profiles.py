@@ -36,6 +36,10 @@ One profile per engine and era the data separates (see calibrate/observations.py
 - `vllm-blackwell`: vLLM 0.11.1 on B200 (ML.ENERGY v3's B200 runs, benchmarks/data), every
   third run held out, the power model not refitted (`power_of = "vllm"`); fitted by
   benchmarks/fit_blackwell.py, whose docstring has the split, the rows the fit leaves out and why.
+- `tensorrt-llm-2025h1`: TensorRT-LLM 0.17's PyTorch back end on dstack's DeepSeek-R1 H200 runs
+  (kernels launched from eager PyTorch: `kernel_overhead_s`; the era's block-FP8 expert GEMMs at
+  prefill: `moe_compute`), derived from the 4-user run by benchmarks/fit_trtllm_era.py (cost-model
+  bisection, no simulator search), every other load held out; [power] is `tensorrt-llm`'s.
 - `sglang-2025h1`, `vllm-2025h1`: the DeepSeek-era kernels of SGLang 0.4 and vLLM 0.7-0.9 (early
   2025: Triton/FlashInfer/FlashMLA latent attention, Triton block-FP8 fused MoE), fitted on the
   DeepSeek-V3/R1 runs of benchmarks/data/deepseek_2025h1.csv: `mla_attention` and `fp8_moe`, from
@@ -88,6 +92,7 @@ from pathlib import Path
 from typing import Any
 
 import fit_blackwell
+import fit_trtllm_era
 from tokenprobe.calibrate import (
     DEFAULT_PARAMETERS,
     Params,
@@ -124,7 +129,8 @@ PROFILES: dict[str, dict[str, Any]] = {
             "argonne_parallelism",
             "argonne_quant",
             "gpustack_tensorrt-llm",
-            "dstack_online_tensorrt-llm",  # DeepSeek-R1 on TensorRT-LLM 0.17 (deepseek_2025h1.csv)
+            # (DeepSeek-R1 on TensorRT-LLM 0.17, deepseek_2025h1.csv, is `tensorrt-llm-2025h1`'s)
+            "dstack_online_tensorrt-llm",
         ],
         "version": "0.11-0.12 (Argonne), 0.14 (H100, A100); held out: 0.9, 0.14 H200/L40S, 1.x",
     },
@@ -173,6 +179,16 @@ PROFILES: dict[str, dict[str, Any]] = {
             if not p.startswith(POWER_PREFIX) and p not in ("routing_skew", "request_overhead_s")
         ]
         + ["mixed_step_overhead_s"],  # FlashInfer's mixed steps outside the graph (fit_blackwell)
+    },
+    # TensorRT-LLM 0.17's PyTorch back end (eager launches, early block-FP8 MoE GEMMs) on dstack's
+    # DeepSeek-R1 runs: derived from the 4-user run by benchmarks/fit_trtllm_era.py, every other
+    # load held out
+    fit_trtllm_era.NAME: {
+        "holdout": fit_trtllm_era.HOLDOUT,
+        "version": fit_trtllm_era.VERSION,
+        "engine": "tensorrt-llm",
+        "start": fit_trtllm_era.START,
+        "fit": "derive",
     },
     # DeepSeek-era kernels (benchmarks/data/deepseek_2025h1.csv): each era profile starts from its
     # engine's late-2025 profile, with compute_decode tied to compute_prefill where it was above
@@ -331,10 +347,28 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         # each profile's rows under its own name (an AMD vLLM row is a `vllm-rocm` row)
         rows = [replace(r, engine=engine) for r in data.rows if profile_of(r) == engine]
+        if spec.get("fit") == "derive":  # before its first file, an era's rows price as its engine
+            rows = [r for r in data.rows if r.engine == engine]
+        if args.power_only and spec.get("fit") == "derive":
+            continue  # its [power] is its start's (power_of)
         if args.power_only:
             profile = fit_power(rows, load_profile(engine))
             save_profile(profile, args.out_dir / f"{engine}.toml")
             print(f"\n{engine}: power refitted, {time.perf_counter() - t0:.0f} s")
+            _print_errors(profile)
+            continue
+        if spec.get("fit") == "derive":  # tensorrt-llm-2025h1 (fit_trtllm_era.py), power_of
+            base = load_profile(spec["start"])
+            start_params = Params(base.efficiency, base.power)
+            profile = (
+                load_profile(engine) if args.rerecord else fit_trtllm_era.fit_profile(rows, base)
+            )
+            profile = rerecord(rows, spec, profile, start_params)
+            save_profile(profile, args.out_dir / f"{engine}.toml")
+            what = "errors re-recorded" if args.rerecord else "derived"
+            print(f"\n{engine}: {what}, {time.perf_counter() - t0:.0f} s")
+            print("  " + ", ".join(f"{k}={getattr(profile.efficiency, k):.4g}"
+                                   for k in profile.parameters))  # fmt: skip
             _print_errors(profile)
             continue
         if spec.get("fit") == "busy":  # vllm-blackwell (fit_blackwell.py): power not refitted

@@ -33,7 +33,14 @@ DEFAULT_FIT_ROWS_PER_SOURCE_SIMULATED = 24  # fit.subsample's default
 ERROR_PASSES = 4  # fitted and held-out rows, each before and after the fit
 
 
+LABEL_PATTERN = "label:"  # a hold-out pattern naming rows of a run by their label
+
+
 def _matches(row: Row, pattern: str) -> bool:
+    """A source or run (name or glob), or with `label:` a glob on the row's label: a series
+    inside one run (e.g. dstack's output-length sweep within its closed-loop runs)."""
+    if pattern.startswith(LABEL_PATTERN):
+        return fnmatch.fnmatchcase(row.label, pattern.removeprefix(LABEL_PATTERN))
     return any(key == pattern or fnmatch.fnmatchcase(key, pattern) for key in (row.source, row.run))
 
 

@@ -16,6 +16,8 @@
   takes free_gpu_memory_fraction 0.9 of the memory free once the engine is loaded; the
   guaranteed-no-evict capacity scheduler (KV for a request's whole length at admission, never
   preempt); KV block reuse on (KvCacheConfig enable_block_reuse).
+- tensorrt-llm-2025h1 (`trtllm-serve --backend pytorch`, 0.17): the same, except that an MLA
+  model runs without chunked context and without block reuse (`TRTLLM_SERVE_2025H1`).
 These are what the collected serving benchmarks ran (benchmarks/data), which replay them with
 the flags of each serving command on top (`tokenprobe.calibrate.serving`).
 
@@ -112,6 +114,10 @@ PRESETS = {
             "max_num_batched_tokens": ("--max_num_tokens", "--max-num-tokens"),
         },
         {"nvidia": "tensorrt-llm"},
+        # 0.17 (Feb 2025): the first PyTorch back end, which served DeepSeek-R1; its defaults
+        # (eager launches, no overlap scheduler; MLA without chunked context or block reuse) are
+        # TRTLLM_SERVE_2025H1 below
+        {"tensorrt-llm-2025h1": ("0.17.",)},
     ),
 }
 ENGINES = tuple(PRESETS)
@@ -146,6 +152,16 @@ TRTLLM_SERVE = SchedulerConfig(
     capacity_policy=GUARANTEED_NO_EVICT,
     prefix_caching=True,  # enable_block_reuse
 )
+# trtllm-serve --backend pytorch of TensorRT-LLM 0.17 (early 2025) on an MLA model: the executor
+# turns chunked context and KV block reuse off for MLA (`create_py_executor`: `if is_mla(config):
+# enable_block_reuse = False; enable_chunked_context = False`), so a prompt is prefilled whole in
+# one step within max_num_tokens; the rest as 1.x (BuildConfig's 2048 / 8192, the KV pool 0.9 of
+# what a max_num_tokens dummy forward leaves free, guaranteed-no-evict). Its PyTorchConfig also
+# defaulted to use_cuda_graph=False and enable_overlap_scheduler=False: kernels launched from
+# Python, host work in series with the GPU; those are the `tensorrt-llm-2025h1` profile's
+# (benchmarks/fit_trtllm_era.py derives them; the sources are in its docstring).
+TRTLLM_SERVE_2025H1 = replace(TRTLLM_SERVE, chunked_prefill=False, prefix_caching=False)
+ERA_SCHEDULERS = {"tensorrt-llm-2025h1": TRTLLM_SERVE_2025H1}
 
 
 # vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB
@@ -172,7 +188,11 @@ def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
 
 def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) -> SchedulerConfig:
     """The scheduler `engine` (a preset name or alias) sets up on `tp` GPUs of this kind, with
-    `overrides` (fields)."""
+    `overrides` (fields). An era with scheduler defaults of its own (`ERA_SCHEDULERS`) gets
+    them."""
+    era = ERA_SCHEDULERS.get(engine.strip().lower().replace(" ", "-"))  # as engine_preset
+    if era is not None:
+        return replace(era, **overrides)
     engine = engine_preset(engine).name
     if engine == "vllm":
         return vllm_defaults(gpu, **overrides)
