@@ -17,13 +17,15 @@ Usage: python benchmarks/ep_imbalance.py
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import tokenprobe.cost.epbalance as epbalance
 from deployment_replay import deployment
 from ep_replay import ep_comm_for, gang_prefill_s
-from tokenprobe.cost import EPLB_BALANCED_SHARE, Deployment, ep_imbalance
+from tokenprobe.cost import EPLB_BALANCED_SHARE, ep_imbalance
 from tokenprobe.model import get_model
 from validate_deployments import load_rows
 from validation_data import run_main
@@ -32,11 +34,16 @@ ROWS = Path(__file__).resolve().parent / "data" / "deployments" / "lmsys_large_s
 DEFAULT_TPS, PERFECT_TPS = 50_302, 59_337  # tokens/s a node (blog, "Overall Throughput")
 
 
-def _at_share(dep: Deployment, skew: float, share: float) -> Deployment:
-    """`dep` whose popularity variance is (1 − share) of `skew`'s: the shipped share is applied
-    by ep_imbalance (EPLB is on), so the skew is set to give (1 − share) / (1 − shipped)."""
-    cv2 = math.expm1(skew * skew) * (1.0 - share) / (1.0 - EPLB_BALANCED_SHARE)
-    return replace(dep, efficiency=replace(dep.efficiency, routing_skew=math.sqrt(math.log1p(cv2))))
+@contextmanager
+def _share(share: float) -> Iterator[None]:
+    """The cost model with `share` for EPLB's balanced share of the popularity variance (the
+    module constant ep_imbalance reads), restored after."""
+    shipped = epbalance.EPLB_BALANCED_SHARE
+    epbalance.EPLB_BALANCED_SHARE = share
+    try:
+        yield
+    finally:
+        epbalance.EPLB_BALANCED_SHARE = shipped
 
 
 def main() -> int:
@@ -47,12 +54,17 @@ def main() -> int:
     isl, prompts = int(row["isl"]), int(row["batch_size"])
     skew = dep.efficiency.routing_skew
     step_tokens = isl * prompts
+    random = replace(dep, efficiency=replace(dep.efficiency, routing_skew=0.0))
 
     def step_s(share: float) -> float:
-        return gang_prefill_s(_at_share(dep, skew, share), isl, prompts)
+        with _share(share):
+            return gang_prefill_s(dep, isl, prompts)
 
-    perfect_s = gang_prefill_s(replace(dep, efficiency=replace(dep.efficiency, routing_skew=0.0)),
-                               isl, prompts)  # fmt: skip
+    def imbalance(share: float) -> float:
+        with _share(share):
+            return float(ep_imbalance(dep, step_tokens))
+
+    perfect_s = gang_prefill_s(random, isl, prompts)
     target = PERFECT_TPS / DEFAULT_TPS
     lo, hi = 0.0, 1.0
     for _ in range(40):  # the step falls as the share rises
@@ -64,12 +76,10 @@ def main() -> int:
         "routing_skew": skew,
         "measured_step_ratio": target,
         "unbalanced_step_ratio": step_s(0.0) / perfect_s,
-        "unbalanced_imbalance": ep_imbalance(_at_share(dep, skew, 0.0), step_tokens),
-        "random_routing_imbalance": ep_imbalance(
-            replace(dep, efficiency=replace(dep.efficiency, routing_skew=0.0)), step_tokens
-        ),
+        "unbalanced_imbalance": imbalance(0.0),
+        "random_routing_imbalance": ep_imbalance(random, step_tokens),
         "derived_share": share,
-        "imbalance_at_derived_share": ep_imbalance(_at_share(dep, skew, share), step_tokens),
+        "imbalance_at_derived_share": imbalance(share),
         "shipped_share": EPLB_BALANCED_SHARE,
         "shipped_step_ratio": step_s(EPLB_BALANCED_SHARE) / perfect_s,
     }

@@ -39,6 +39,15 @@ def _z(n: int) -> float:
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
+def _largest(n: int, pop: float, pop_skew: float, copies: float) -> float:
+    """1 + (z + (z² − 1)·γ/6)·√v: v the popularity plus the sampling variance (1 − 1/n)/copies,
+    γ their skewness, (γ_p·v_p^1.5 + v_s^1.5/√copies) / v^1.5 (cost/epbalance.py)."""
+    sampling = (1 - 1 / n) / copies
+    v = pop + sampling
+    skew = (pop_skew * pop**1.5 + sampling**1.5 / math.sqrt(copies)) / v**1.5
+    return 1 + (_z(n) + (_z(n) ** 2 - 1) * skew / 6) * math.sqrt(v)
+
+
 def _dsv3(skew: float = 0.5, ep: EpComm | None = None, **kw: object) -> Deployment:
     dep = make_deployment("deepseek-v3", "h100-sxm", **{**EP32, **kw}, ep_comm=ep)  # type: ignore[arg-type]
     return dataclasses.replace(
@@ -49,39 +58,49 @@ def _dsv3(skew: float = 0.5, ep: EpComm | None = None, **kw: object) -> Deployme
 def test_256_experts_over_32_gpus_at_4k_tokens_a_gpu_by_hand() -> None:
     """DeepSeek-V3 (256 experts, top-8) over 32 GPUs, 4,096 tokens a GPU (131,072 a step), expert
     popularity log-normal with σ = 0.5: cv² = e^0.25 − 1 = 0.284025; a GPU's 8 experts, drawn
-    from 256, spread its load by cv²/8 x 248/255 = 0.034529; the copies themselves (32,768 a
-    GPU) by (31/32)/32,768 = 2.96e-5. z_32 = Φ⁻¹(31.625/32.25) = 2.0667, so the busiest GPU
-    takes f = 1 + 2.0667 x √0.034558 = 1.3842 times the mean GPU's rows."""
+    from 256, spread its load by cv²/8 x 248/255 = 0.034529, with skewness (cv² + 3)·cv/√8 =
+    0.61879; the copies themselves (32,768 a GPU) by (31/32)/32,768 = 2.96e-5, skewness
+    1/√32,768. z_32 = Φ⁻¹(31.625/32.25) = 2.0667, moved by the summed skewness 0.6180 to
+    2.0667 + (2.0667² − 1) x 0.6180/6 = 2.4036; so the busiest GPU takes f = 1 + 2.4036 x
+    √0.034558 = 1.4468 times the mean GPU's rows (a Monte Carlo of 2,000 such steps: 1.454)."""
     assert _z(32) == pytest.approx(2.0667, abs=1e-4)
-    pop = math.expm1(0.25) / 8 * 248 / 255
+    cv2 = math.expm1(0.25)
+    pop = cv2 / 8 * 248 / 255
     assert pop == pytest.approx(0.034529, abs=1e-6)
-    f = 1 + _z(32) * math.sqrt(pop + 31 / 32 / 32_768)
-    assert f == pytest.approx(1.3842, abs=1e-4)
+    pop_skew = (cv2 + 3) * math.sqrt(cv2) / math.sqrt(8)
+    assert pop_skew == pytest.approx(0.61879, abs=1e-5)
+    f = _largest(32, pop, pop_skew, 32_768)
+    assert f == pytest.approx(1.4468, abs=1e-4)
     assert ep_imbalance(_dsv3(), 4096 * 32) == pytest.approx(f, rel=1e-12)
 
 
 def test_eplb_balances_the_persistent_share_of_the_popularity() -> None:
     """With EPLB's 32 redundant experts (288 slots, 9 a GPU) the popularity term is what EPLB
-    cannot see, (1 − 0.35) of cv²/9 x 279/287: 0.019941, so f = 1 + 2.0667 x √(0.019941 +
-    2.96e-5) = 1.2921; `--enable-eplb` without redundancy keeps 8 slots a GPU."""
-    assert EPLB_BALANCED_SHARE == 0.35
-    pop = math.expm1(0.25) / 9 * 279 / 287 * (1 - 0.35)
-    f = 1 + _z(32) * math.sqrt(pop + 31 / 32 / 32_768)
-    assert f == pytest.approx(1.2921, abs=1e-4)
+    cannot see, (1 − 0.51) of cv²/9 x 279/287, skewness (cv² + 3)·cv/√9: f = 1.2926;
+    `--enable-eplb` without redundancy keeps 8 slots a GPU: 1.3129 (against 1.4468 without)."""
+    assert EPLB_BALANCED_SHARE == 0.51
+    cv2 = math.expm1(0.25)
+    pop9 = cv2 / 9 * 279 / 287 * (1 - 0.51)
+    f = _largest(32, pop9, (cv2 + 3) * math.sqrt(cv2) / 3, 32_768)
+    assert f == pytest.approx(1.2926, abs=1e-4)
     assert ep_imbalance(_dsv3(ep=EpComm(redundant_experts=32)), 4096 * 32) == pytest.approx(f)
     moved = ep_imbalance(_dsv3(ep=EpComm(eplb=True)), 4096 * 32)
-    pop8 = math.expm1(0.25) / 8 * 248 / 255 * 0.65
-    assert moved == pytest.approx(1 + _z(32) * math.sqrt(pop8 + 31 / 32 / 32_768))
+    pop8 = cv2 / 8 * 248 / 255 * (1 - 0.51)
+    assert moved == pytest.approx(
+        _largest(32, pop8, (cv2 + 3) * math.sqrt(cv2) / math.sqrt(8), 32_768)
+    )
+    assert moved == pytest.approx(1.3129, abs=1e-4)
     assert moved < ep_imbalance(_dsv3(), 4096 * 32)
 
 
 def test_random_routing_leaves_only_the_sampling_spread() -> None:
     """σ = 0 (LMSYS's "simulated perfect EPLB": random expert selection): at 16,384 tokens a GPU
-    over 32 GPUs f = 1 + 2.0667 x √(31/32 / 131,072) = 1.0056; it grows as the step shrinks (a
-    decode step of 64 tokens a GPU: 1 + 2.0667 x √(31/32 / 512) = 1.0899) and never passes n."""
+    over 32 GPUs f = 1 + (2.0667 + 3.2713/(6·√131,072))·√(31/32 / 131,072) = 1.0056; it grows as
+    the step shrinks (a decode step of 64 tokens a GPU, 512 copies: 1.0909; a Monte Carlo of the
+    multinomial: 1.0935) and never passes n."""
     dep = _dsv3(skew=0.0)
     assert ep_imbalance(dep, 16_384 * 32) == pytest.approx(1.0056, abs=1e-4)
-    assert ep_imbalance(dep, 64 * 32) == pytest.approx(1.0899, abs=1e-4)
+    assert ep_imbalance(dep, 64 * 32) == pytest.approx(1.0909, abs=1e-4)
     steps = [ep_imbalance(dep, t) for t in (1, 32, 1024, 32_768, 1 << 20)]
     assert steps == sorted(steps, reverse=True) and all(1 <= f <= 32 for f in steps)
     assert all(ep_imbalance(_dsv3(skew=s), 2048) >= steps[2] for s in (0.3, 0.8))
@@ -97,7 +116,7 @@ def test_no_expert_parallelism_no_imbalance() -> None:
 def test_the_busiest_gpu_computes_f_times_the_mean_rows() -> None:
     """The experts operator under EP: the mean GPU's FLOP, 2 x T·k/n rows x 3 x 7168 x 2048
     weights a row over 58 layers; the busiest GPU's (f − 1) more rows are `expert_excess`, at
-    the experts' own rates: 0.3842 of the FLOP at σ = 0.5 and 4,096 tokens a GPU. The step
+    the experts' own rates: 0.4468 of the FLOP at σ = 0.5 and 4,096 tokens a GPU. The step
     waits for them, the energy counts the mean GPU's work: against σ = 0 a longer step, the
     same FLOP."""
     shape = BatchShape.prefill(4096, 32)  # 4,096 tokens a GPU
@@ -105,9 +124,9 @@ def test_the_busiest_gpu_computes_f_times_the_mean_rows() -> None:
     ops = {o.name: o for o in op_costs(dep, shape)}
     rows = 4096 * 32 * 8 / 32
     assert ops["experts"].flop == pytest.approx(58 * 2 * rows * 3 * 7168 * 2048, rel=1e-9)
-    assert ops["expert_excess"].flop == pytest.approx(0.3842 * ops["experts"].flop, rel=1e-4)
+    assert ops["expert_excess"].flop == pytest.approx(0.44684 * ops["experts"].flop, rel=1e-4)
     assert ops["expert_excess"].compute_s == pytest.approx(
-        0.3842 * ops["experts"].compute_s, rel=1e-4
+        0.44684 * ops["experts"].compute_s, rel=1e-4
     )
     even = step_cost(_dsv3(skew=0.0), shape)
     skewed = step_cost(dep, shape)
@@ -176,7 +195,8 @@ def test_estimate_json_says_the_imbalance_it_used() -> None:
         out[" ".join(extra)] = json.loads(result.output)["communication"]
     f = out[""]["decode_step"]["ep_imbalance"]
     # default efficiency: σ = 0, 256 tokens x 8 / 32 GPUs = 64 copies a GPU
-    assert f == pytest.approx(1 + _z(32) * math.sqrt(31 / 32 / 64), rel=1e-9)
+    assert f == pytest.approx(_largest(32, 0.0, 0.0, 64), rel=1e-9)
+    assert f == pytest.approx(1.2627, abs=1e-4)
     assert out["--enable-eplb"]["decode_step"]["ep_imbalance"] == pytest.approx(f)  # σ = 0
     assert out["--all2all-backend deepep_low_latency"]["decode_step"]["ep_kernels"] == (
         "low-latency"

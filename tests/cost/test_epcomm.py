@@ -46,9 +46,12 @@ def _ungrouped(dep: object) -> object:
     return dataclasses.replace(dep, model=dataclasses.replace(model, moe=moe))  # type: ignore[type-var]
 
 
-def _z(n: int) -> float:
-    """Blom's expected largest of n standard normals: Φ⁻¹((n − 0.375) / (n + 0.25))."""
-    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+def _f_random(n: int, copies: float) -> float:
+    """The busiest of n EP GPUs' copies over the mean under random routing, `copies` a GPU
+    (cost/epbalance.py): 1 + (z + (z² − 1)/(6·√copies))·√((1 − 1/n)/copies), z Blom's
+    Φ⁻¹((n − 0.375)/(n + 0.25)), the Poisson skewness 1/√copies moving it (Cornish-Fisher)."""
+    z = NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+    return 1 + (z + (z * z - 1) / (6 * math.sqrt(copies))) * math.sqrt((1 - 1 / n) / copies)
 
 
 def test_deepseek_v3_ep32_dispatch_and_combine_bytes_by_hand() -> None:
@@ -87,16 +90,15 @@ def test_deepseek_v3_ep32_exchange_time_by_hand() -> None:
     """The NIC path is the slower (NVLink: 6.21 copies x 7392 B x 16,384 = 752 MB at 450 GB/s x
     0.765 = 2.2 ms < 6.6 ms): dispatch 285.47 MB at DeepEP's 43.5 GB/s (58 GB/s "logical" x 3/4
     on a 50 GB/s CX7), combine 553.64 MB at 42.75 GB/s, each hop plus the link's 7 us and the
-    NIC's 5 us. The busiest of the 32 GPUs receives f = 1 + z_32·√(31/32 / 131,072) = 1.00562
-    times the mean (16,384 tokens x 8 copies a GPU, random routing at the default skew 0;
-    z_32 = 2.0667), and the README's rates already hold the excess of its own test, 4,096
-    tokens a GPU: 1 + z_32·√(31/32 / 32,768) = 1.01124; so the bytes take f / 1.01124 of their
-    time at the README's rates: 6.563 + 12.951 ms + 10 us = 19.52 ms a layer, all on the NICs
+    NIC's 5 us. The busiest of the 32 GPUs receives f = 1.00562 times the mean (16,384 tokens
+    x 8 copies a GPU, random routing at the default skew 0: 1 + (z_32 + (z_32² − 1)/(6·√131,072))
+    ·√(31/32 / 131,072), z_32 = 2.0667), and the README's rates already hold the excess of its
+    own test, 4,096 tokens a GPU: 1.01125; so the bytes take f / 1.01125 of their
+    time at the README's rates: 6.526 + 12.879 ms + 10 us = 19.42 ms a layer, all on the NICs
     but the 2 x 7 us."""
     dep = _dsv3(EpComm(backend="deepep"))
-    f = 1 + _z(32) * math.sqrt(31 / 32 / 131_072)
-    readme = 1 + _z(32) * math.sqrt(31 / 32 / 32_768)
-    assert (f, readme) == pytest.approx((1.00562, 1.01124), abs=1e-5)
+    f, readme = _f_random(32, 131_072), _f_random(32, 32_768)
+    assert (f, readme) == pytest.approx((1.00562, 1.01125), abs=1e-5)
     intra, inter = exchange_parts_s(dep, 16_384, prefill=True)  # type: ignore[arg-type]
     assert intra == pytest.approx(14e-6, rel=1e-9)
     nic_s = (285.47e6 / 43.5e9 + 553.64e6 / 42.75e9) * f / readme
@@ -133,11 +135,12 @@ def test_auto_mode_picks_normal_for_prefill_and_low_latency_for_decode() -> None
 def test_the_default_prices_what_the_plain_all_to_all_priced() -> None:
     """No back end named: two all-to-alls per MoE layer of cost/comm.py's formula, each of the
     busiest GPU's bytes: T x 7168 x 2 B x 8 x 31/32 times the imbalance of 1,000 tokens x 8
-    copies a GPU at skew 0, f = 1 + z_n·√((1 − 1/n) / 8000), across nodes and inside one."""
+    copies a GPU at skew 0 (EP32: 1.0228, EP4: 1.0102), across nodes and inside one."""
     for dep in (_dsv3(), make_deployment("qwen3-30b-a3b", "h100-sxm", tp=4,
                                          expert_parallel=True, attention_dp=True)):  # fmt: skip
         h, k, n = dep.model.hidden_size, 8, dep.tp  # type: ignore[attr-defined]
-        f = 1 + _z(n) * math.sqrt((1 - 1 / n) / 8000)
+        f = _f_random(n, 8000)
+        assert f == pytest.approx({32: 1.0228, 4: 1.0102}[n], abs=1e-4)
         old = alltoall_parts_s(dep, 1000 * h * 2 * k * (n - 1) / n * f)  # type: ignore[arg-type]
         new = exchange_parts_s(dep, 1000, prefill=True)  # type: ignore[arg-type]
         assert new == pytest.approx((2 * old[0], 2 * old[1]), rel=1e-12)
