@@ -32,13 +32,14 @@ the sampling term is left, which is what LMSYS's "simulated perfect EPLB" (rando
 selection) leaves: at 16,384 tokens a GPU over 32 GPUs, 1.0056 (Monte Carlo 1.0058).
 
 EPLB (`EpComm.balanced`: redundant experts, or `--enable-eplb`) places the experts by their
-measured loads and replicates the hottest (deepseek-ai/EPLB@d52c72d:README.md), which balances
-the part of the popularity that persists between the statistics and the step; what changes from
-batch to batch it cannot see ("Even with EPLB, some imbalance is inevitable": LMSYS blog).
-`EPLB_BALANCED_SHARE` is that persistent part of the popularity variance (its derivation is at
-the constant). Not modelled: group-limited routing's correlation of a token's experts (it
-widens the spread between nodes), and the slowest GPU for weight reads (ops.slowest_gpu_experts)
-being taken as the slowest for rows too (an upper bound on the pair).
+measured loads and replicates the hottest (deepseek-ai/EPLB@d52c72d5b2f2fb4c41afbf8eb2136682023
+9913d:README.md), which balances the part of the popularity that persists between the
+statistics and the step; what changes from batch to batch it cannot see ("Even with EPLB,
+some imbalance is inevitable": LMSYS blog). `EPLB_BALANCED_SHARE` is that persistent part of
+the popularity variance (its derivation is at the constant). Not modelled: group-limited
+routing's correlation of a token's experts (it widens the spread between nodes), and the
+slowest GPU for weight reads (ops.slowest_gpu_experts) being taken as the slowest for rows too
+(an upper bound on the pair).
 
 Group-limited routing (DeepSeek-V3 report arXiv:2412.19437 sec. 2.1.2: each token's experts
 come from at most M nodes; the inference configs' `n_group` G = 8 / `topk_group` M = 4: the
@@ -54,7 +55,7 @@ uniform and each chosen group contributing k/M of its experts:
 
 which for G = 1 is the uniform 1 − C(E − held, k)/C(E, k). DeepSeek-V3 on 4 HGX nodes (G = 8,
 M = 4, 2 groups a node): a domain is reached with 1 − C(6, 4)/C(8, 4) = 55/70 = 0.786 (uniform:
-0.90), so a token crosses the NIC to 3·0.786 = 2.36 other nodes, not 2.70, and never more than
+0.90), so a token crosses the NIC to 3·0.786 = 2.36 other nodes, not 2.71, and never more than
 min(M, m − 1).
 """
 
