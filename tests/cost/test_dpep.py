@@ -4,6 +4,9 @@ as the slowest rank plus the shared MoE, and the single-replica model where they
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
+
 import pytest
 
 from tokenprobe.cost import (
@@ -20,8 +23,17 @@ from tokenprobe.cost.memory import weights_bytes_per_gpu
 from tokenprobe.cost.step import dispatch_volume, host_time_s
 from tokenprobe.errors import ConfigError
 
+
 # Qwen3-30B-A3B (catalog config): hidden 2048, 48 layers, 128 experts of 3 x 2048 x 768, top-8,
 # 32 query heads and 4 KV heads of 128, vocabulary 151,936 (untied head)
+def _f_random(n: int, copies: float) -> float:
+    """The busiest of n EP GPUs' copies over the mean under random routing, `copies` a GPU
+    (cost/epbalance.py): 1 + (z + (z² − 1)/(6·√copies))·√((1 − 1/n)/copies), z Blom's
+    Φ⁻¹((n − 0.375)/(n + 0.25)), the Poisson skewness 1/√copies moving it (Cornish-Fisher)."""
+    z = NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+    return 1 + (z + (z * z - 1) / (6 * math.sqrt(copies))) * math.sqrt((1 - 1 / n) / copies)
+
+
 DP4 = make_deployment("qwen3-30b-a3b", "h100-sxm", tp=4, expert_parallel=True, attention_dp=True)
 PLAIN = make_deployment("qwen3-30b-a3b", "h100-sxm")
 
@@ -41,12 +53,18 @@ def test_each_rank_holds_the_dense_weights_and_a_quarter_of_the_experts() -> Non
 def test_the_all_to_all_moves_the_largest_ranks_tokens() -> None:
     """A rank of 64 tokens sends 64 x 2048 x 2 B x 8 experts x 3/4 (to the other three GPUs) =
     1,572,864 B per all-to-all, twice per MoE layer: 96 per step. Each moves at NVLink's
-    450 GB/s x the link efficiency; so 48 more tokens on the largest rank cost
-    96 x 48 x 24,576 B / (450 GB/s x η) more, whatever the other ranks hold."""
+    450 GB/s x the link efficiency, and the busiest of the 4 receivers takes f times the mean
+    (cost/epbalance.py: 256 tokens x 8 copies / 4 GPUs = 512 a GPU, skew 0, so
+    f = 1 + z'·√(3/4 / 512), z' = z_4 + (z_4² − 1)/(6·√512) with z_4 = Φ⁻¹(3.625/4.25) =
+    1.0494: 1.0402); so 48 more tokens on
+    the largest rank cost 96 x 48 x 24,576 B x f / (450 GB/s x η) more, whatever the other
+    ranks hold."""
     assert dispatch_volume(DP4, 64 * 2048 * 2) == (1_572_864, 96)
     rate = 450e9 * DP4.efficiency.link
+    f = _f_random(4, 512)
+    assert f == pytest.approx(1.0402, abs=1e-4)
     extra = shared_moe_s(DP4, 256, 64) - shared_moe_s(DP4, 256, 16)
-    assert extra == pytest.approx(96 * 48 * 24_576 / rate, rel=1e-9)
+    assert extra == pytest.approx(96 * 48 * 24_576 * f / rate, rel=1e-9)
     assert dispatch_volume(PLAIN, 1e6) == (0.0, 0)  # one GPU: nothing to exchange
 
 
@@ -103,8 +121,11 @@ def test_across_two_servers_the_all_to_all_waits_for_the_nics() -> None:
     on two HGX H200 servers: of the bytes a GPU sends, 8 of every 15 go to the other server's
     GPUs over its 400 Gb/s NIC (50 GB/s), the rest over NVLink at the same time, and the NIC is
     the slower path. So 48 more tokens on the largest rank cost 116 x 48 x 7168 x 2 B x 8 x
-    15/16 x 8/15 / (50 GB/s x η); on one server (DP8) the same tokens cost only NVLink's
-    116 x 48 x 7168 x 2 B x 8 x 7/8 / (450 GB/s x η)."""
+    15/16 x 8/15 / (50 GB/s x η), times the busiest receiver's excess over the mean (1,024
+    tokens x 8 copies / 16 GPUs = 512 a GPU at skew 0: f = 1 + z'·√(15/16 / 512), z' = z_16 +
+    (z_16² − 1)/(6·√512), z_16 = Φ⁻¹(15.625/16.25) = 1.7688: 1.0764); on one server (DP8) the
+    same tokens cost only NVLink's
+    116 x 48 x 7168 x 2 B x 8 x 7/8 / (450 GB/s x η), times its own f (8 GPUs, 1,024 a GPU)."""
     kw = dict(expert_parallel=True, attention_dp=True, weight_dtype="fp8")
     two = make_deployment("deepseek-v3", "h200", tp=16, **kw)  # type: ignore[arg-type]
     one = make_deployment("deepseek-v3", "h200", tp=8, **kw)  # type: ignore[arg-type]
@@ -112,9 +133,13 @@ def test_across_two_servers_the_all_to_all_waits_for_the_nics() -> None:
     eta = two.efficiency.link
     row = 7168 * 2 * 8
     across = shared_moe_s(two, 1024, 64) - shared_moe_s(two, 1024, 16)
-    assert across == pytest.approx(116 * 48 * row * 15 / 16 * 8 / 15 / (50e9 * eta), rel=1e-9)
+    f16 = _f_random(16, 512)
+    assert f16 == pytest.approx(1.0764, abs=1e-4)
+    nic_s = 116 * 48 * row * 15 / 16 * 8 / 15 / (50e9 * eta)
+    assert across == pytest.approx(nic_s * f16, rel=1e-9)
     inside = shared_moe_s(one, 1024, 64) - shared_moe_s(one, 1024, 16)
-    assert inside == pytest.approx(116 * 48 * row * 7 / 8 / (450e9 * eta), rel=1e-9)
+    f8 = _f_random(8, 1024)
+    assert inside == pytest.approx(116 * 48 * row * 7 / 8 / (450e9 * eta) * f8, rel=1e-9)
 
 
 DP2_TP2 = make_deployment(
@@ -140,16 +165,19 @@ def test_a_ranks_all_reduces_and_its_split_dispatch() -> None:
     """A rank of 64 decode tokens all-reduces 64 x 2048 x 2 B = 262,144 B over its two GPUs
     twice per layer, 96 times: each a ring of 2 x 1/2 of the bytes at 450 GB/s x η plus the
     link latency. Its GPUs dispatch 32 tokens each (vLLM's sequence-parallel MoE):
-    32 x 2048 x 2 B x 8 x 3/4 = 786,432 B."""
+    32 x 2048 x 2 B x 8 x 3/4 = 786,432 B; the busiest of the 4 EP GPUs receives f = 1.0402
+    times the mean at 256 tokens a step (test_the_all_to_all_moves_the_largest_ranks_tokens)."""
     shape = BatchShape.decode(64, 1000)
     ops = op_costs(DP2_TP2, BatchShape.decode(128, 1000))  # two ranks of this shape
-    own = sum(o.time_s for o in ops if o.name != "experts") + host_time_s(DP2_TP2, shape)
+    shared = ("experts", "expert_excess")  # the EP GPUs' rows, the busiest one's excess too
+    own = sum(o.time_s for o in ops if o.name not in shared) + host_time_s(DP2_TP2, shape)
     ring = DP2_TP2.gpu.link.latency_s + 262_144 / (450e9 * DP2_TP2.efficiency.link)
     assert rank_work_s(DP2_TP2, shape) - own == pytest.approx(96 * ring, rel=1e-9)
     assert dispatch_volume(DP2_TP2, 64 * 2048 * 2 / 2) == (786_432, 96)
     rate = 450e9 * DP2_TP2.efficiency.link
     extra = shared_moe_s(DP2_TP2, 256, 64) - shared_moe_s(DP2_TP2, 256, 16)
-    assert extra == pytest.approx(96 * 24 * 24_576 / rate, rel=1e-9)  # 48 more tokens, 24 a GPU
+    f = _f_random(4, 512)
+    assert extra == pytest.approx(96 * 24 * 24_576 / rate * f, rel=1e-9)  # 48 more, 24 a GPU
     balanced = gang_step(DP2_TP2, [shape, shape]).time_s
     assert balanced == pytest.approx(
         step_cost(DP2_TP2, BatchShape.decode(128, 1000)).time_s, rel=1e-12

@@ -7,7 +7,9 @@ the default that must price exactly what the plain all-to-all priced before."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from math import comb
+from statistics import NormalDist
 
 import pytest
 
@@ -37,37 +39,70 @@ def _dsv3(ep: EpComm | None = None, **kw: object) -> object:
     return make_deployment("deepseek-v3", "h100-sxm", **{**EP32, **kw}, ep_comm=ep)  # type: ignore[arg-type]
 
 
+def _ungrouped(dep: object) -> object:
+    """`dep` with DeepSeek-V3's group-limited routing switched off (every expert open)."""
+    model = dep.model  # type: ignore[attr-defined]
+    moe = dataclasses.replace(model.moe, expert_groups=1, groups_per_token=1)
+    return dataclasses.replace(dep, model=dataclasses.replace(model, moe=moe))  # type: ignore[type-var]
+
+
+def _f_random(n: int, copies: float) -> float:
+    """The busiest of n EP GPUs' copies over the mean under random routing, `copies` a GPU
+    (cost/epbalance.py): 1 + (z + (z² − 1)/(6·√copies))·√((1 − 1/n)/copies), z Blom's
+    Φ⁻¹((n − 0.375)/(n + 0.25)), the Poisson skewness 1/√copies moving it (Cornish-Fisher)."""
+    z = NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+    return 1 + (z + (z * z - 1) / (6 * math.sqrt(copies))) * math.sqrt((1 - 1 / n) / copies)
+
+
 def test_deepseek_v3_ep32_dispatch_and_combine_bytes_by_hand() -> None:
-    """A GPU's 16,384 prefill tokens under DeepEP's normal kernels. A node holds 64 of the 256
-    experts, so a token misses a given node with C(192, 8) / C(256, 8) = 0.096446 and reaches
-    each of the 3 other nodes with 0.903554: 2.710661 NIC copies a token (plain all-to-all:
-    8 x 24/32 = 6). Dispatch in FP8: 7168 B + 7168 / 128 fp32 scales x 4 B = 7392 B a copy;
-    combine in BF16: 14,336 B. So the NIC carries 16,384 x 2.710661 x 7392 = 328.29 MB out and
-    16,384 x 2.710661 x 14,336 = 636.68 MB back per MoE layer. NVLink: 28 GPUs are reached
-    over it (32 less the 4 entry GPUs), each with 1 − C(248, 8) / C(256, 8) = 0.227087."""
+    """A GPU's 16,384 prefill tokens under DeepEP's normal kernels. DeepSeek-V3 routes a token
+    to 8 experts within 4 of its 8 groups of 32 (n_group 8, topk_group 4); a node holds 64
+    experts, 2 whole groups, so a token misses a given node when none of its 4 groups is among
+    them: C(6, 4) / C(8, 4) = 15/70, and reaches each of the 3 other nodes with 55/70 = 0.785714:
+    2.357143 NIC copies a token (plain all-to-all: 8 x 24/32 = 6). Dispatch in FP8: 7168 B +
+    7168 / 128 fp32 scales x 4 B = 7392 B a copy; combine in BF16: 14,336 B. So the NIC carries
+    16,384 x 2.357143 x 7392 = 285.47 MB out and 16,384 x 2.357143 x 14,336 = 553.64 MB back
+    per MoE layer. NVLink: 28 GPUs are reached over it (32 less the 4 entry GPUs); a GPU holds 8
+    of one group's 32 experts, reached when its group is chosen (4/8) and one of the group's 2
+    picks lands on it: 0.5 x (1 − C(24, 2) / C(32, 2)) = 0.5 x (1 − 276/496) = 0.221774.
+    Without the group limit: a node is missed with C(192, 8) / C(256, 8) = 0.096446, 3 x
+    0.903554 = 2.710661 NIC copies; a GPU is reached with 1 − C(248, 8) / C(256, 8) = 0.227087."""
     dep = _dsv3(EpComm(backend="deepep", mode="normal"))
+    link_c, nic_c = copies_per_token(dep, "normal")  # type: ignore[arg-type]
+    assert nic_c == pytest.approx(3 * 55 / 70, rel=1e-12)
+    assert link_c == pytest.approx(28 * 0.5 * (1 - 276 / 496), rel=1e-12)
+    assert nic_c <= min(4, 3)  # never more nodes than the 4 groups nor the 3 other nodes
+    (d_link, d_nic), (c_link, c_nic) = hop_bytes(dep, 16_384, prefill=True)  # type: ignore[arg-type]
+    assert d_nic == pytest.approx(285.47e6, rel=1e-4)
+    assert c_nic == pytest.approx(553.64e6, rel=1e-4)
+    assert c_link / d_link == pytest.approx(14_336 / 7392, rel=1e-12)
+    free = _ungrouped(dep)
     p_node = 1 - comb(192, 8) / comb(256, 8)
     assert p_node == pytest.approx(0.903554, abs=1e-6)
-    link_c, nic_c = copies_per_token(dep, "normal")  # type: ignore[arg-type]
-    assert nic_c == pytest.approx(3 * 0.903554, rel=1e-6)
-    assert link_c == pytest.approx(28 * 0.227087, rel=1e-5)
-    (d_link, d_nic), (c_link, c_nic) = hop_bytes(dep, 16_384, prefill=True)  # type: ignore[arg-type]
-    assert d_nic == pytest.approx(328.29e6, rel=1e-4)
-    assert c_nic == pytest.approx(636.68e6, rel=1e-4)
-    assert c_link / d_link == pytest.approx(14_336 / 7392, rel=1e-12)
+    link_u, nic_u = copies_per_token(free, "normal")  # type: ignore[arg-type]
+    assert nic_u == pytest.approx(3 * 0.903554, rel=1e-6)
+    assert link_u == pytest.approx(28 * 0.227087, rel=1e-5)
     plain = _dsv3()
     assert copies_per_token(plain, "all-to-all") == pytest.approx((8 * 7 / 32, 8 * 24 / 32))  # type: ignore[arg-type]
 
 
 def test_deepseek_v3_ep32_exchange_time_by_hand() -> None:
-    """The NIC path is the slower (NVLink: 6.358 copies x 7392 B x 16,384 = 770 MB at 450 GB/s x
-    0.765 = 2.2 ms < 7.5 ms): dispatch 328.29 MB at DeepEP's 43.5 GB/s (58 GB/s "logical" x 3/4
-    on a 50 GB/s CX7) = 7.547 ms, combine 636.68 MB at 42.75 GB/s = 14.893 ms, each hop plus
-    the link's 7 us and the NIC's 5 us: 22.464 ms a layer, all on the NICs but the 2 x 7 us."""
+    """The NIC path is the slower (NVLink: 6.21 copies x 7392 B x 16,384 = 752 MB at 450 GB/s x
+    0.765 = 2.2 ms < 6.6 ms): dispatch 285.47 MB at DeepEP's 43.5 GB/s (58 GB/s "logical" x 3/4
+    on a 50 GB/s CX7), combine 553.64 MB at 42.75 GB/s, each hop plus the link's 7 us and the
+    NIC's 5 us. The busiest of the 32 GPUs receives f = 1.00562 times the mean (16,384 tokens
+    x 8 copies a GPU, random routing at the default skew 0: 1 + (z_32 + (z_32² − 1)/(6·√131,072))
+    ·√(31/32 / 131,072), z_32 = 2.0667), and the README's rates already hold the excess of its
+    own test, 4,096 tokens a GPU: 1.01125; so the bytes take f / 1.01125 of their
+    time at the README's rates: 6.526 + 12.879 ms + 10 us = 19.42 ms a layer, all on the NICs
+    but the 2 x 7 us."""
     dep = _dsv3(EpComm(backend="deepep"))
+    f, readme = _f_random(32, 131_072), _f_random(32, 32_768)
+    assert (f, readme) == pytest.approx((1.00562, 1.01125), abs=1e-5)
     intra, inter = exchange_parts_s(dep, 16_384, prefill=True)  # type: ignore[arg-type]
     assert intra == pytest.approx(14e-6, rel=1e-9)
-    assert inter == pytest.approx(328.29e6 / 43.5e9 + 636.68e6 / 42.75e9 + 10e-6, rel=1e-4)
+    nic_s = (285.47e6 / 43.5e9 + 553.64e6 / 42.75e9) * f / readme
+    assert inter == pytest.approx(nic_s + 10e-6, rel=1e-4)
     # the plain all-to-all of the same tokens: 6 copies of 14,336 B twice at the profile's rate
     plain = _dsv3()
     assert sum(exchange_parts_s(plain, 16_384, True)) > 3 * (intra + inter)  # type: ignore[arg-type]
@@ -98,12 +133,15 @@ def test_auto_mode_picks_normal_for_prefill_and_low_latency_for_decode() -> None
 
 
 def test_the_default_prices_what_the_plain_all_to_all_priced() -> None:
-    """No back end named: two all-to-alls per MoE layer of cost/comm.py's formula, each of a
-    GPU's T x 7168 x 2 B x 8 x 31/32 bytes, across nodes and inside one."""
+    """No back end named: two all-to-alls per MoE layer of cost/comm.py's formula, each of the
+    busiest GPU's bytes: T x 7168 x 2 B x 8 x 31/32 times the imbalance of 1,000 tokens x 8
+    copies a GPU at skew 0 (EP32: 1.0228, EP4: 1.0102), across nodes and inside one."""
     for dep in (_dsv3(), make_deployment("qwen3-30b-a3b", "h100-sxm", tp=4,
                                          expert_parallel=True, attention_dp=True)):  # fmt: skip
         h, k, n = dep.model.hidden_size, 8, dep.tp  # type: ignore[attr-defined]
-        old = alltoall_parts_s(dep, 1000 * h * 2 * k * (n - 1) / n)  # type: ignore[arg-type]
+        f = _f_random(n, 8000)
+        assert f == pytest.approx({32: 1.0228, 4: 1.0102}[n], abs=1e-4)
+        old = alltoall_parts_s(dep, 1000 * h * 2 * k * (n - 1) / n * f)  # type: ignore[arg-type]
         new = exchange_parts_s(dep, 1000, prefill=True)  # type: ignore[arg-type]
         assert new == pytest.approx((2 * old[0], 2 * old[1]), rel=1e-12)
 

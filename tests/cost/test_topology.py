@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 from typer.testing import CliRunner
@@ -70,6 +72,10 @@ def test_deepseek_v3_ep32_alltoall_across_four_nodes_by_hand() -> None:
     142.63 us; NVLink: 1,605,632 / 360 GB/s = 4.46 us, hidden under it. One all-to-all =
     7 us + 142.63 us = 149.63 us, against 7 + 7,110,656 / 360 GB/s = 26.75 us in one domain.
     58 MoE layers x 2 = 116 all-to-alls per step: 638,582,784 B over each NIC, 16.545 ms.
+    The busiest of the 32 GPUs receives f times the mean GPU's bytes (cost/epbalance.py: 64 x 8
+    = 512 copies a GPU at the default skew 0: f = 1 + z'·√(31/32 / 512) = 1.0909, z' = z_32 +
+    (z_32² − 1)/(6·√512), z_32 = Φ⁻¹(31.625/32.25) = 2.0667), and the exchange ends with it:
+    5 us + 137.63 us x f a hop over the NIC; in one domain 7 us + 19.75 us x f, 5.68 times less.
     """
     dep = make_deployment(
         "deepseek-v3", "h100-sxm", tp=32, expert_parallel=True, attention_dp=True,
@@ -81,11 +87,15 @@ def test_deepseek_v3_ep32_alltoall_across_four_nodes_by_hand() -> None:
     assert c["alltoall_bytes"] == pytest.approx(7_110_656)
     assert c["alltoall_inter_node_bytes"] == pytest.approx(5_505_024)
     assert c["alltoalls_per_step"] * c["alltoall_inter_node_bytes"] == pytest.approx(638_582_784)
-    one = 7e-6 + 5e-6 + 5_505_024 / NIC_RATE
+    z = NormalDist().inv_cdf(31.625 / 32.25)
+    f = 1 + (z + (z * z - 1) / (6 * math.sqrt(512))) * math.sqrt(31 / 32 / 512)
+    assert f == pytest.approx(1.0909, abs=1e-4)
+    assert c["ep_imbalance"] == pytest.approx(f, rel=1e-12)
+    one = 7e-6 + 5e-6 + 5_505_024 * f / NIC_RATE
     assert c["alltoall_s"] == pytest.approx(116 * one, rel=1e-9)
-    assert c["inter_node_s"] == pytest.approx(116 * (5e-6 + 5_505_024 / NIC_RATE), rel=1e-9)
+    assert c["inter_node_s"] == pytest.approx(116 * (5e-6 + 5_505_024 * f / NIC_RATE), rel=1e-9)
     assert c["intra_domain_s"] == pytest.approx(116 * 7e-6, rel=1e-9)
-    assert one / (7e-6 + 7_110_656 / NVLINK_RATE) == pytest.approx(5.59, abs=0.01)
+    assert one / (7e-6 + 7_110_656 * f / NVLINK_RATE) == pytest.approx(5.68, abs=0.01)
 
 
 def test_pipeline_sends_across_nodes_go_at_nic_speed() -> None:

@@ -1,6 +1,7 @@
 """`simulate`'s expert-parallel back-end flags (cost/epcomm.py), spelled as the engines spell them:
 SGLang's `--moe-a2a-backend deepep`, `--deepep-mode`, `--enable-two-batch-overlap` (vLLM's
-`--enable-dbo`) and `--ep-num-redundant-experts`. Without them the MoE layers' exchange is the
+`--enable-dbo`), `--ep-num-redundant-experts` and `--enable-eplb`; vLLM's `--all2all-backend`
+names. Without them the MoE layers' exchange is the
 plain all-to-all the cost model always priced."""
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ A2aBackendOption = Annotated[
     typer.Option(
         "--moe-a2a-backend",
         "--ep-backend",
+        "--all2all-backend",
         help="How the MoE layers move tokens under --dp: all-to-all (NCCL, every routed copy, "
-        "16-bit) or deepep (DeepEP: FP8 dispatch for FP8 models, one NIC copy per node)",
+        "16-bit), deepep (DeepEP: FP8 dispatch for FP8 models, one NIC copy per node) or "
+        "allgather (every token to every EP GPU); vLLM's names too: naive, "
+        "allgather_reducescatter, pplx, deepep_high_throughput, deepep_low_latency",
+    ),
+]
+EplbOption = Annotated[
+    bool,
+    typer.Option(
+        "--enable-eplb",
+        help="EPLB places the experts by their measured load, balancing the persistent part "
+        "of the expert load imbalance (implied by --ep-num-redundant-experts)",
     ),
 ]
 DeepepModeOption = Annotated[
@@ -47,6 +59,23 @@ RedundantOption = Annotated[
 ]
 
 
-def ep_comm_option(backend: str, mode: str, overlap: bool, redundant: int) -> EpComm:
+# vLLM's `--all2all-backend` values (vllm-project/vllm v0.10-0.11 vllm/config/parallel.py,
+# device_communicators/all2all.py) as (back end, DeepEP kernels); cost/epcomm.py prices them
+VLLM_BACKENDS = {
+    "naive": ("allgather", "auto"),
+    "allgather_reducescatter": ("allgather", "auto"),
+    "pplx": ("all-to-all", "auto"),
+    "deepep_high_throughput": ("deepep", "normal"),
+    "deepep_low_latency": ("deepep", "low-latency"),
+}
+
+
+def ep_comm_option(
+    backend: str, mode: str, overlap: bool, redundant: int, eplb: bool = False
+) -> EpComm:
     """The flags as an EpComm (a bad value: ConfigError naming the flag's field)."""
-    return EpComm(backend, mode.replace("_", "-"), "auto", overlap, redundant)
+    mode = mode.replace("_", "-")
+    if backend in VLLM_BACKENDS:
+        backend, named = VLLM_BACKENDS[backend]
+        mode = named if mode == "auto" else mode
+    return EpComm(backend, mode, "auto", overlap, redundant, eplb)

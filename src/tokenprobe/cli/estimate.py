@@ -27,6 +27,7 @@ from tokenprobe.cli.deployment_options import (
 from tokenprobe.cli.ep_options import (
     A2aBackendOption,
     DeepepModeOption,
+    EplbOption,
     OverlapOption,
     RedundantOption,
     ep_comm_option,
@@ -119,6 +120,7 @@ def estimate_cmd(
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
+    enable_eplb: EplbOption = False,
     weight_dtype: WeightDtypeOption = "bf16",
     act_dtype: Annotated[
         str | None, typer.Option(help="Activation dtype (default: by weights)")
@@ -207,7 +209,7 @@ def estimate_cmd(
             expert_parallel=expert_parallel,
             attention_dp=attention_dp,
             ep_comm=ep_comm_option(
-                moe_a2a_backend, deepep_mode, two_batch_overlap, ep_redundant_experts
+                moe_a2a_backend, deepep_mode, two_batch_overlap, ep_redundant_experts, enable_eplb
             ),
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,

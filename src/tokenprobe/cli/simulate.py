@@ -29,6 +29,7 @@ from tokenprobe.cli.deployment_options import (
 from tokenprobe.cli.ep_options import (
     A2aBackendOption,
     DeepepModeOption,
+    EplbOption,
     OverlapOption,
     RedundantOption,
     ep_comm_option,
@@ -224,6 +225,7 @@ def simulate_cmd(
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
+    enable_eplb: EplbOption = False,
     kv_link_gb_per_s: Annotated[
         float | None,
         typer.Option(
@@ -340,7 +342,7 @@ def simulate_cmd(
             efficiency=p.efficiency if p else None, power=p.power if p else None,
             nodes=nodes, gpus_per_node=gpus_per_node, **layout,
             ep_comm=ep_comm_option(moe_a2a_backend, deepep_mode, two_batch_overlap,
-                                   ep_redundant_experts),
+                                   ep_redundant_experts, enable_eplb),
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),

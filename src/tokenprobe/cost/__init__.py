@@ -23,6 +23,7 @@ from tokenprobe.cost.efficiency import (
 )
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.energy_figures import gpu_generation
+from tokenprobe.cost.epbalance import EPLB_BALANCED_SHARE, ep_imbalance, reach_probability
 from tokenprobe.cost.epcomm import DEFAULT_EP_COMM, EpComm, ep_comm_from_flags
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
@@ -83,6 +84,7 @@ __all__ = [
     "DEFAULT_EP_COMM",
     "DEFAULT_POWER",
     "DUMMY_BATCH",
+    "EPLB_BALANCED_SHARE",
     "MAX_OVERHEAD_S",
     "MAX_ROUTING_SKEW",
     "MAX_WORKERS",
@@ -117,6 +119,7 @@ __all__ = [
     "draft_fraction",
     "draft_passes",
     "ep_comm_from_flags",
+    "ep_imbalance",
     "estimate",
     "estimate_deployment",
     "gang_step",
@@ -137,6 +140,7 @@ __all__ = [
     "op_costs",
     "power_cap_w",
     "rank_work_s",
+    "reach_probability",
     "resolve_parallelism",
     "send_time_s",
     "shared_moe_s",

@@ -46,6 +46,7 @@ from typing import Any
 from tokenprobe.cost.comm import allreduce_time_s
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.epexchange import exchange_layers, exchange_parts_s, overlapped_s
+from tokenprobe.cost.ops import EXPERT_EXCESS
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
     host_time_s,
@@ -54,7 +55,8 @@ from tokenprobe.cost.step import (
 )
 from tokenprobe.errors import ConfigError
 
-SHARED_OPS = frozenset({"experts"})  # run on the EP GPUs for every rank's tokens
+# run on the EP GPUs for every rank's tokens (the busiest GPU's excess rows too: ops.py)
+SHARED_OPS = frozenset({"experts", EXPERT_EXCESS})
 DUMMY_BATCH = BatchShape(decode_seqs=1, decode_context_tokens=1)  # vLLM `_dummy_run(1)`
 
 
@@ -114,7 +116,8 @@ def shared_parts_s(
     layers = exchange_layers(dep)
     a2a = 0.0
     if layers:  # the largest rank's tokens, split over its GPUs (step.dispatch_volume)
-        intra, inter = exchange_parts_s(dep, max_rank_tokens / dep.dense_tp, prefill)
+        per_gpu = max_rank_tokens / dep.dense_tp
+        intra, inter = exchange_parts_s(dep, per_gpu, prefill, step_tokens=tokens)
         a2a = layers * (intra + inter)
     return float(experts * dep.pp + offload_step_s(dep)), float(a2a)
 

@@ -23,8 +23,15 @@ its GPU are, by back end:
   experts and p_dom = 1 − C(E−e·d, k)/C(E, k) the same for a domain (uniform routing):
       NIC copies = (m − 1)·p_dom,   NVLink copies = (n − m)·p_gpu
   (every GPU but the m entry GPUs is reached over NVLink: its own domain's from the sender,
-  the others' from their entry GPU). DeepSeek's group-limited routing (4 of 8 groups) would
-  lower p_dom further; the model's config does not carry it, so routing is taken uniform.
+  the others' from their entry GPU). Under group-limited routing (DeepSeek-V3's `n_group` 8 /
+  `topk_group` 4: a token's experts in at most 4 of 8 groups) p_gpu and p_dom are those of
+  cost/epbalance.py's `reach_probability`, which bounds the nodes a token reaches by
+  min(topk_group, m − 1) when a node holds whole groups (the uniform formulas when ungrouped).
+- `allgather` (vLLM `--all2all-backend naive` / `allgather_reducescatter`: the EP group
+  all-gathers every rank's tokens and reduce-scatters the outputs back; vllm-project/vllm
+  v0.10-0.11 vllm/distributed/device_communicators/all2all.py `NaiveAll2AllManager`,
+  `AgRsAll2AllManager`): every token to every other EP GPU, d − 1 copies over the link and
+  n − d over the NIC, at NCCL's rates like the plain all-to-all.
   SGLang picks the kernels per step (`--deepep-mode auto`: normal for a batch with a prefill,
   low-latency for a decode-only one; LMSYS large-scale-EP blog, "Expert Parallelism with
   DeepEP").
@@ -53,6 +60,12 @@ the other computes (LMSYS blog, "Two-batch Overlap"), so a step takes max(GPU wo
 communication) instead of their sum (cost.step / cost.dpep apply it); the micro-batches' lower
 kernel efficiency at small batches (the blog's −27 % at 32 tokens a GPU) is not modelled.
 
+Load imbalance: the exchange ends with the GPU that receives the most copies and the experts'
+layer with the one that computes the most rows, the same GPU; both are priced at f times the
+mean GPU's (cost/epbalance.py: f from the experts per GPU, the tokens of the step and the
+profile's routing skew, lowered by EPLB), except under `allgather`, where every GPU receives
+all the tokens.
+
 DeepGEMM's grouped GEMMs (contiguous layout after a normal dispatch, masked layout after a
 low-latency one: LMSYS blog, "DeepGEMM Integration") are not a term of their own: the experts'
 kernels run at the profile's `moe_compute` / `fp8_moe` rates, and the masked layout's padding
@@ -61,9 +74,9 @@ of each expert's rows to a tile only adds FLOP to steps whose expert reads bound
 Redundant experts (`redundant_experts`, SGLang `--ep-num-redundant-experts`, vLLM
 `--eplb-config.num_redundant_experts`): EPLB places E + r physical experts (DeepSeek-V3: 256 + 32
 = 288, which 72 GPUs divide; LMSYS blog, "Expert Parallelism Load Balancer"), each GPU holding
-(E + r)/n of them (memory) while the routed rows it computes stay T·k/n. The cost model already
-prices the experts' compute at the mean load per GPU, which is what EPLB's placement aims for,
-so r changes the layout and the memory, not the balance.
+(E + r)/n of them (memory) while the routed rows it computes stay T·k/n on the mean GPU. EPLB
+(redundant experts, or `eplb` alone: vLLM and SGLang `--enable-eplb`) balances the persistent
+part of the expert popularity: cost/epbalance.py prices what it leaves.
 """
 
 from __future__ import annotations
@@ -75,7 +88,7 @@ from typing import Any
 
 from tokenprobe.errors import ConfigError
 
-BACKENDS = ("all-to-all", "deepep")
+BACKENDS = ("all-to-all", "deepep", "allgather")
 MODES = ("auto", "normal", "low-latency")  # DeepEP kernels (SGLang --deepep-mode)
 DISPATCH_DTYPES = ("auto", "fp8", "bf16")
 FP8_SCALE_GROUP = 128  # channels per fp32 scale (DeepEP / SGLang per-token-group quantisation)
@@ -93,6 +106,7 @@ class EpComm:
     dispatch_dtype: str = "auto"  # auto: fp8 for fp8 checkpoints under deepep, else bf16
     overlap: bool = False  # two-batch overlap
     redundant_experts: int = 0
+    eplb: bool = False  # experts placed by measured load (implied by redundant experts)
 
     def __post_init__(self) -> None:
         for name, value, allowed in (
@@ -104,6 +118,8 @@ class EpComm:
                 raise ConfigError(name, value, f"one of {', '.join(allowed)}")
         if not isinstance(self.overlap, bool):
             raise ConfigError("two_batch_overlap", self.overlap, "true or false")
+        if not isinstance(self.eplb, bool):
+            raise ConfigError("eplb", self.eplb, "true or false")
         r = self.redundant_experts
         if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_REDUNDANT_EXPERTS:
             raise ConfigError("redundant_experts", r, f"an integer in [0, {MAX_REDUNDANT_EXPERTS}]")
@@ -118,10 +134,16 @@ class EpComm:
                 raise ConfigError(f"ep_comm.{key}", doc[key], f"one of {', '.join(sorted(known))}")
         return cls(**doc)
 
+    @property
+    def balanced(self) -> bool:
+        """Whether EPLB places the experts by their measured load (cost/epbalance.py)."""
+        return self.eplb or self.redundant_experts > 0
+
     def label(self) -> str:
         parts = [self.backend if self.backend != "deepep" else f"deepep-{self.mode}"]
         parts += ["two-batch overlap"] if self.overlap else []
         parts += [f"{self.redundant_experts} redundant experts"] if self.redundant_experts else []
+        parts += ["EPLB"] if self.eplb and not self.redundant_experts else []
         return ", ".join(parts)
 
 
@@ -133,13 +155,21 @@ DEFAULT_EP_COMM = EpComm()
 # `--deepep-mode auto|normal|low_latency` (default auto), `--enable-two-batch-overlap`,
 # `--ep-num-redundant-experts N` (default 0). vLLM: `--all2all-backend deepep_high_throughput`
 # (normal kernels) / `deepep_low_latency`, `--enable-dbo` (dual-batch overlap),
-# `--eplb-config '{"num_redundant_experts": N}'`. Without them both engines run their default
-# path, priced as the plain all-to-all (DEFAULT_EP_COMM).
+# `--eplb-config '{"num_redundant_experts": N}'`; both `--enable-eplb`. vLLM's other back ends
+# (vllm-project/vllm v0.10-0.11 vllm/distributed/device_communicators/all2all.py, `--all2all-
+# backend` / VLLM_ALL2ALL_BACKEND): `naive` and `allgather_reducescatter` gather every rank's
+# tokens to every EP GPU and reduce-scatter the outputs back (backend `allgather`); `pplx`
+# sends per expert like DeepEP's low-latency kernels, priced as the plain all-to-all. Without
+# them both engines run their default path, priced as the plain all-to-all (DEFAULT_EP_COMM).
 _DEEPEP_FLAGS = (
     (r"--moe-a2a-backend[ =]deepep\b", None),
     (r"--enable-deepep-moe\b", None),
     (r"--all2all-backend[ =]deepep_high_throughput\b", "normal"),
     (r"--all2all-backend[ =]deepep_low_latency\b", "low-latency"),
+)
+_ALLGATHER_FLAGS = (
+    r"--all2all-backend[ =](naive|allgather_reducescatter)\b",
+    r"VLLM_ALL2ALL_BACKEND=\"?(naive|allgather_reducescatter)\b",
 )
 _OVERLAP_FLAGS = (r"--enable-two-batch-overlap\b", r"--enable-dbo\b")
 _REDUNDANT_FLAGS = (
@@ -154,6 +184,8 @@ def ep_comm_from_flags(command: str) -> EpComm:
     for pattern, kind in _DEEPEP_FLAGS:
         if re.search(pattern, command):
             backend, mode = "deepep", kind or mode
+    if any(re.search(p, command) for p in _ALLGATHER_FLAGS):
+        backend = "allgather"
     found = re.search(r"--deepep-mode[ =](auto|normal|low_latency)\b", command)
     if found:
         mode = found.group(1).replace("_", "-")
@@ -163,4 +195,5 @@ def ep_comm_from_flags(command: str) -> EpComm:
         hit = re.search(pattern, command)
         if hit:
             redundant = int(hit.group(1))
-    return EpComm(backend, mode, "auto", overlap, redundant)
+    eplb = re.search(r"--enable-eplb\b", command) is not None
+    return EpComm(backend, mode, "auto", overlap, redundant, eplb)

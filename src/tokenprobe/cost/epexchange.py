@@ -6,11 +6,11 @@ EpComm (so the configuration does not import what it configures)."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tokenprobe.cost.epbalance import ep_imbalance, random_routing_imbalance, reach_probability
 from tokenprobe.cost.epcomm import BF16_BYTES_PER_ELEMENT, FP8_BYTES_PER_ELEMENT
 
 if TYPE_CHECKING:
@@ -21,13 +21,27 @@ if TYPE_CHECKING:
 DEEPEP_NORMAL_LINK = (153 / 200, 158 / 200)
 DEEPEP_NORMAL_NIC = (58 * 3 / 4 / 50, 57 * 3 / 4 / 50)
 DEEPEP_LL_NIC = (48 * 3 / 4 / 50, 53 * 3 / 4 / 50)
+# The README's rates are the mean GPU's bytes over the collective's time, which the busiest
+# receiver sets; its tests route at random (scores from torch.randn: tests/test_intranode.py,
+# test_internode.py, test_low_latency.py), so that GPU received the random-routing excess of
+# cost/epbalance.py: normal kernels 4,096 tokens x top-8 a GPU at EP8 (intranode) and EP32
+# (internode), low-latency 128 x top-8 at EP32 (deepseek-ai/DeepEP@0aaa6744c890c5af051f6222529
+# 75c4393795000:README.md). The busiest GPU's own rates are the README's times that excess
+# (1.0074, 1.0112, 1.0636), so a step priced at the busiest GPU's bytes (`receive_imbalance`)
+# counts the README's imbalance once.
+_README_EXCESS = {
+    "link": random_routing_imbalance(8, 4096 * 8),
+    "normal": random_routing_imbalance(32, 4096 * 8),
+    "low-latency": random_routing_imbalance(32, 128 * 8),
+}
 
 
 def ep_kernels(dep: Deployment, prefill: bool) -> str:
-    """The kernels one step's MoE layers use: `all-to-all`, `normal` or `low-latency`."""
+    """The kernels one step's MoE layers use: `all-to-all`, `allgather`, `normal` or
+    `low-latency`."""
     ep = dep.ep_comm
-    if ep.backend == "all-to-all":
-        return "all-to-all"
+    if ep.backend in ("all-to-all", "allgather"):
+        return ep.backend
     if ep.mode == "auto":
         return "normal" if prefill else "low-latency"
     return ep.mode
@@ -44,12 +58,6 @@ def dispatch_bytes_per_element(dep: Deployment) -> float:
     return max(dep.act_dtype.bytes_per_element, BF16_BYTES_PER_ELEMENT)
 
 
-def _miss(experts: int, held: float, k: int) -> float:
-    """C(E − held, k) / C(E, k): the chance none of a token's k experts is among `held` of E
-    (`held` may be fractional: the product form of the ratio)."""
-    return math.prod(max(0.0, (experts - held - i) / (experts - i)) for i in range(k))
-
-
 def copies_per_token(dep: Deployment, kind: str) -> tuple[float, float]:
     """(copies over the scale-up link, copies over the NIC) of one token in one hop
     (module docstring); 0 without attention DP + EP."""
@@ -60,10 +68,12 @@ def copies_per_token(dep: Deployment, kind: str) -> tuple[float, float]:
     d = min(n, dep.domain_gpus)
     m = -(-n // d)
     k, experts = moe.experts_per_token, moe.num_experts
-    if kind == "normal":
-        p_gpu = 1.0 - _miss(experts, experts / n, k)
-        p_dom = 1.0 - _miss(experts, experts * d / n, k) if m > 1 else 0.0
+    if kind == "normal":  # once per GPU and per node reached (group-limited: cost/epbalance.py)
+        p_gpu = reach_probability(moe, experts / n)
+        p_dom = reach_probability(moe, experts * d / n) if m > 1 else 0.0
         return (n - m) * p_gpu, (m - 1) * p_dom
+    if kind == "allgather":  # every token to every other EP GPU (vLLM naive / allgather)
+        return float(d - 1), float(n - d)
     return k * (d - 1) / n, k * (n - d) / n
 
 
@@ -72,12 +82,12 @@ def _rates(dep: Deployment, kind: str, hop: int) -> tuple[float, float]:
     link = dep.gpu.link
     topo = dep.gpu.topology
     nic = topo.nic_bytes_per_s if topo is not None else 0.0
-    if kind == "all-to-all":
+    if kind in ("all-to-all", "allgather"):
         eff = dep.efficiency.link
         return link.bytes_per_s * eff * link.collective_factor, nic * eff
-    link_rate = link.bytes_per_s * DEEPEP_NORMAL_LINK[hop]
+    link_rate = link.bytes_per_s * DEEPEP_NORMAL_LINK[hop] * _README_EXCESS["link"]
     share = DEEPEP_NORMAL_NIC if kind == "normal" else DEEPEP_LL_NIC
-    return link_rate, nic * share[hop]
+    return link_rate, nic * share[hop] * _README_EXCESS[kind]
 
 
 def _slower(a: Any, b: Any) -> Any:
@@ -98,11 +108,24 @@ def hop_bytes(dep: Deployment, tokens: Any, prefill: bool) -> list[tuple[Any, An
     return out
 
 
-def exchange_parts_s(dep: Deployment, tokens: Any, prefill: bool) -> tuple[Any, Any]:
+def receive_imbalance(dep: Deployment, tokens: Any, prefill: bool, step_tokens: Any = None) -> Any:
+    """How much longer the busiest GPU's dispatch and combine take than the mean GPU's: the
+    expert load imbalance (cost/epbalance.py) of a step of `step_tokens` tokens (default: a GPU's
+    `tokens` on every EP GPU); 1 for the all-gather back end, where every GPU receives all."""
+    if ep_kernels(dep, prefill) == "allgather":
+        return 1.0
+    return ep_imbalance(dep, tokens * dep.tp if step_tokens is None else step_tokens)
+
+
+def exchange_parts_s(
+    dep: Deployment, tokens: Any, prefill: bool, step_tokens: Any = None
+) -> tuple[Any, Any]:
     """(inside the domain, over the NICs) seconds of one MoE layer's dispatch + combine of a
     GPU's `tokens` tokens: each hop's fixed cost and its slower path; the NIC's seconds count
-    as inter-node when the NIC path is the slower one (as cost/comm.py's all-to-all)."""
+    as inter-node when the NIC path is the slower one (as cost/comm.py's all-to-all). The
+    busiest receiver sets the time: the bytes scale by `receive_imbalance`."""
     kind = ep_kernels(dep, prefill)
+    busiest = receive_imbalance(dep, tokens, prefill, step_tokens)
     link, eff = dep.gpu.link, dep.efficiency
     topo = dep.gpu.topology
     across = topo is not None and dep.tp > dep.domain_gpus
@@ -111,6 +134,7 @@ def exchange_parts_s(dep: Deployment, tokens: Any, prefill: bool) -> tuple[Any, 
     inter: Any = 0.0
     for hop, (link_b, nic_b) in enumerate(hop_bytes(dep, tokens, prefill)):
         link_rate, nic_rate = _rates(dep, kind, hop)
+        link_b, nic_b = link_b * busiest, nic_b * busiest
         intra_s = link_b / link_rate
         if not across or topo is None:
             intra = intra + fixed + intra_s

@@ -23,7 +23,9 @@ parallel over `tp` (deployment.py):
               probability p = 1 − (1 − k/E)^T, a GPU's count is Binomial(m, p) and the slowest
               of n reads E[max] = Σ_{d<m} (1 − F(d)^n) experts' weights (at 8 tokens, Llama 4
               Scout's 2 experts per GPU: 1.76 on the slowest GPU against 0.81 on average;
-              a Monte Carlo of Qwen3-235B's 128 experts, top-8, 8 GPUs agrees: 9.26).
+              a Monte Carlo of Qwen3-235B's 128 experts, top-8, 8 GPUs agrees: 9.26). The
+              FLOP are the mean GPU's, T·k/n rows; the layer waits for the busiest GPU's
+              rows, f times as many (cost/epbalance.py): the excess is `expert_excess`.
 - elementwise: RMSNorms, residual adds, RoPE, activation: ~10 passes over T·h activations.
 Per step: the LM head (2·rows·h·V FLOP over the last position of each sequence; fp32 logits
 written) and the embedding lookup.
@@ -44,6 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.epbalance import ep_imbalance
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
 
@@ -55,6 +58,11 @@ LOGIT_BYTES = 4.0  # vLLM computes logits in fp32
 # decode's FLOP per query-key pair, at its own kernel's rate (`Efficiency.mla_latent_prefill`);
 # its kernel is the prefill kernel `attention` counts, and the latent it reads stays on chip
 LATENT_PREFILL = "latent_prefill"
+# Under expert parallelism the busiest GPU computes f times the mean GPU's routed rows (cost/
+# epbalance.py): the (f − 1) beyond the mean, their FLOP and activation bytes (the weights are
+# read once, on the busiest GPU already: `slowest_gpu_experts`), a term of their own that step.py
+# counts as time but not as the mean GPU's work (the other GPUs wait it out)
+EXPERT_EXCESS = "expert_excess"
 
 OpTerm = tuple[str, float, float, float, int]  # (name, layers, flop, hbm_bytes, kernels) per GPU
 
@@ -71,6 +79,7 @@ KERNELS = {
     "shared_experts": 3,
     "router": 2,
     "experts": 5,
+    "expert_excess": 0,  # the same kernels running longer on the busiest EP GPU
     "elementwise": 2,
     "embedding": 1,
     "lm_head": 4,
@@ -82,6 +91,7 @@ MEMORY_EFFICIENCY_FIELD = {
     "indexer": "attention_memory",  # the DSA indexer reads the paged fp8 key cache too
     "experts": "moe_memory",
     "ssm": "ssm_memory",  # a ceiling: the lesser of it and `memory` (cost/efficiency.py)
+    "expert_excess": "moe_memory",
 }
 
 
@@ -295,6 +305,9 @@ def _moe_terms(
     flop = 2 * routed_rows * f.expert_weights
     act = routed_rows * (2 * h + 4 * f.expert_inner) * ab
     yield _term("experts", n, flop, touched * f.expert_weights * wb + act)
+    if dep.expert_parallel and dep.tp > 1:
+        excess = ep_imbalance(dep, all_tokens) - 1.0
+        yield _term(EXPERT_EXCESS, n, flop * excess, act * excess)
 
 
 def _touched_experts(dep: Deployment, moe: Moe, all_tokens: Any) -> Any:

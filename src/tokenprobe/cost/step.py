@@ -30,6 +30,7 @@ from tokenprobe.cost.comm import (
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
 from tokenprobe.cost.energy_figures import EnergyFigures, energy_figures
+from tokenprobe.cost.epbalance import ep_imbalance
 from tokenprobe.cost.epexchange import (
     ep_exchange_breakdown,
     ep_exchange_s,
@@ -40,6 +41,7 @@ from tokenprobe.cost.epexchange import (
     overlapped_s,
 )
 from tokenprobe.cost.ops import (
+    EXPERT_EXCESS,
     LATENT_PREFILL,
     MEMORY_EFFICIENCY_FIELD,
     OpTerm,
@@ -150,6 +152,7 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     hbm, eff = dep.gpu.hbm_bytes_per_s, dep.efficiency
     rates = {op: hbm * getattr(eff, field) for op, field in MEMORY_EFFICIENCY_FIELD.items()}
     rates["experts"] *= _quantized_moe_scale(dep)
+    rates[EXPERT_EXCESS] = rates["experts"]  # the same kernels, more rows
     rates["attention"] *= mla_attention_scale(dep)
     rates["ssm"] = min(rates["ssm"], hbm * eff.memory)  # `ssm_memory` is a ceiling
     return rates
@@ -183,6 +186,7 @@ def flop_rate_scales(dep: Deployment) -> dict[str, float]:
     }
     if dep.model.moe is not None:
         scales["experts"] = dep.efficiency.moe_compute * _quantized_moe_scale(dep)
+        scales[EXPERT_EXCESS] = scales["experts"]
     return {op: scale for op, scale in scales.items() if scale != 1}
 
 
@@ -229,6 +233,8 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
         out["intra_domain_s"] += layers * new_in - a2a_count * old_in
         out["inter_node_s"] += layers * new_out - a2a_count * old_out
         out.update(ep_exchange_breakdown(dep, shape, layers))
+    if dep.expert_parallel and dep.tp > 1:  # max / mean routed rows over the EP GPUs: the
+        out["ep_imbalance"] = ep_imbalance(dep, shape.tokens)  # busiest's (cost/epbalance.py)
     return {**out, "host_offload_s": offload_step_s(dep)}
 
 
@@ -335,6 +341,8 @@ def _step_at_clock(
             compute_s += n * tc
         else:
             memory_s += n * tm
+        if name == EXPERT_EXCESS:  # the busiest EP GPU's extra rows: time, not the mean
+            continue  # GPU's work (the others wait them out; cost/epbalance.py)
         if name == "experts":
             experts_s += n * max(tc, tm)
         kernel_s += n * tk

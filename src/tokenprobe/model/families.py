@@ -104,6 +104,8 @@ _DEEPSEEK_MOE = frozenset(
         "num_experts_per_tok",
         "moe_intermediate_size",
         "first_k_dense_replace",
+        "n_group",
+        "topk_group",
     }
 )
 

@@ -184,9 +184,14 @@ def _moe(c: ConfigReader, fam: Family, layers: int) -> MoeSpec | None:
     width_keys = ("moe_intermediate_size",) if fam.moe in ("qwen", "deepseek") else ()
     width = c.count(*width_keys, "intermediate_size", hi=MAX_INTERMEDIATE_SIZE)
     shared, shared_width = 0, 0
+    groups, groups_per_token = 1, 1
     if fam.moe == "deepseek":
         shared = c.count("n_shared_experts", hi=MAX_EXPERTS, lo=0, default=0)
         shared_width = width if shared else 0
+        # group-limited routing (MoeSpec); DeepseekV3Config's defaults are 8 / 4, but a config
+        # without the keys (GLM-4.x writes 1 / 1, Kimi-K2 1 / 1) is read as ungrouped
+        groups = c.count("n_group", hi=num_experts, default=1)
+        groups_per_token = c.count("topk_group", hi=groups, default=1)
     elif fam.moe == "qwen" and c.has("shared_expert_intermediate_size"):
         shared_width = c.count("shared_expert_intermediate_size", hi=MAX_INTERMEDIATE_SIZE, lo=0)
         shared = 1 if shared_width else 0  # Qwen2-MoE: one wide shared expert
@@ -202,6 +207,8 @@ def _moe(c: ConfigReader, fam: Family, layers: int) -> MoeSpec | None:
         first_dense_layers=first_dense,
         expert_bias=fam.moe == "gpt_oss",
         layer_step=step,
+        expert_groups=groups,
+        groups_per_token=groups_per_token,
     )
 
 

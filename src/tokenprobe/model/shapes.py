@@ -92,9 +92,28 @@ class MoeSpec:
     first_dense_layers: int = 0  # DeepSeek `first_k_dense_replace`
     expert_bias: bool = False  # gpt-oss experts carry biases
     layer_step: int = 1  # Llama 4 `interleave_moe_layer_step`: every layer_step-th layer is MoE
+    # group-limited routing (DeepSeek `n_group` / `topk_group`): the routed experts form
+    # `expert_groups` equal groups and a token's top-k come from at most `groups_per_token` of
+    # them (DeepSeek-V3: 8 / 4; DeepSeek-V3 report arXiv:2412.19437 sec. 2.1.2 and 3.4.1;
+    # transformers DeepseekV3Config); 1 / 1: every expert open to every token
+    expert_groups: int = 1
+    groups_per_token: int = 1
 
     def __post_init__(self) -> None:
         check_count("num_experts", self.num_experts, MAX_EXPERTS)
+        check_count("n_group", self.expert_groups, self.num_experts)
+        check_count("topk_group", self.groups_per_token, self.expert_groups)
+        if self.num_experts % self.expert_groups:
+            raise ConfigError(
+                "n_group", self.expert_groups, f"a divisor of n_routed_experts={self.num_experts}"
+            )
+        group_size = self.num_experts // self.expert_groups
+        if self.groups_per_token * group_size < self.experts_per_token:
+            raise ConfigError(
+                "topk_group", self.groups_per_token,
+                f"groups that hold num_experts_per_tok={self.experts_per_token} experts "
+                f"({group_size} a group)",
+            )  # fmt: skip
         check_count("num_experts_per_tok", self.experts_per_token, self.num_experts)
         check_count("moe_intermediate_size", self.expert_intermediate_size, MAX_INTERMEDIATE_SIZE)
         check_count("n_shared_experts", self.num_shared_experts, MAX_EXPERTS, lo=0)

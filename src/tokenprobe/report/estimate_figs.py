@@ -36,6 +36,7 @@ OP_COLORS: dict[str, str] = {
     "mlp": PALETTE[3],
     "shared_experts": PALETTE[8],
     "experts": PALETTE[4],
+    "expert_excess": PALETTE[4],
     "router": PALETTE[5],
     "lm_head": PALETTE[6],
     "elementwise": PALETTE[7],
