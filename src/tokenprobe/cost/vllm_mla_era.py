@@ -11,7 +11,9 @@ the checkpoint's weights. vLLM of early 2025 held more, in three ways read from 
    torch.nn.functional.pad(v, [0, self.qk_head_dim - self.v_head_dim])`): per token and GPU,
    layers x heads/tp x 2 x (qk_nope + qk_rope) elements. DeepSeek-R1 at TP 8 in bf16: 61 x 16 x
    2 x 192 x 2 B = 749,568 B, against the latent's 61 x 576 x 2 B = 70,272 B (10.67x). The MLA
-   backend came in v0.7.1 (vllm-project/vllm PR #12601, "MLA support for DeepSeek", Feb 2025).
+   backend came in v0.7.1 (github.com/vllm-project/vllm/releases/tag/v0.7.1, 2025-02-01: "MLA
+   optimization for Deepseek family of models ... ~10x the memory capacity for tokens" against
+   v0.7.0, which this ratio is).
 2. `VLLM_MLA_2025H1_RULE`, 0.7.1 <= vLLM < 0.8.0:
    - on NVIDIA GPUs each latent entry is padded to a multiple of 256 B
      (`VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE`, default on; vllm/worker/cache_engine.py): 576 x 2 B =
@@ -35,6 +37,14 @@ the checkpoint's weights. vLLM of early 2025 held more, in three ways read from 
      >= 32768 batched tokens: 32768 x 8 x (512 + 256 + 7168) x 2 B = 4.16 GB per GPU.
    0.7.4 nightlies built after mid-March 2025 already lack both; a version string does not tell,
    so every 0.7.x gets them (the collected rows are 0.7.3.dev and 0.7.4.dev181, of February).
+Measured against: PR #14842's log (vLLM main of 2025-03-14, after #14770: padded latent, no
+absorbed matrices; V0, max_num_batched_tokens = max_model_len = 163,840, 256 sequences, 8 x
+H200) has 4,739 blocks of 64 = 303,296 tokens = 22.05 GiB of KV per GPU. This rule without the
+absorbed matrices gives 35.9 GiB, 494k tokens: 13.9 GiB of that V0 profile run (its peak
+activations at 163,840 tokens beyond the fused-MoE caches and the generic per-token tensors, and
+NCCL/CUDA memory outside PyTorch) is not modelled, nor is the catalog's 141 GiB of H200 HBM the
+139.8 GiB CUDA reports (1.1 GiB of usable memory at 0.9). dstack's H200 rows (absorbed matrices
+too) get 433k tokens of KV, against the ~256k their c128 queueing implies.
 From v0.8.0 the `vllm` rule applies (its W_UK_T / W_UV in bf16 are 0.26 GB on DeepSeek-R1 TP 8,
 left out as before).
 """
@@ -50,7 +60,7 @@ VLLM_FULL_KV_RULE = "vllm-0.7.0-mla-as-mha"
 VLLM_MLA_2025H1_RULE = "vllm-0.7-mla"
 VLLM_MLA_RULES = (VLLM_FULL_KV_RULE, VLLM_MLA_2025H1_RULE)
 
-MLA_BACKEND_FROM = (0, 7, 1)  # PR #12601, v0.7.1
+MLA_BACKEND_FROM = (0, 7, 1)  # the v0.7.1 release notes
 MLA_CHANGES_UNTIL = (0, 8, 0)  # PRs #14770 (absorption) and #14842 (alignment), v0.8.0
 FUSED_MOE_CHUNK_TOKENS = 32768  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE default
 CUDA_ENTRY_ALIGN_BYTES = 256  # VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE: the CUDA allocation granularity
