@@ -50,7 +50,11 @@ One profile per engine and era the data separates (see calibrate/observations.py
   vLLM: fitted on dstack's online 0.7.4 H200 runs, held out: their offline runs and the 0.7.0
   run of vLLM issue 12568; its rows before 0.8.0 are simulated with V0's scheduler
   (sim/vllm_v0.py: whole-prompt prefill-only steps for MLA models), refitted so (Dec 2026:
-  fitted TTFT 91 -> 15 %, TPOT 41 -> 21 %). SGLang 0.4 prices its prefill pairs in the absorbed
+  fitted TTFT 91 -> 15 %, TPOT 41 -> 21 %). Its MLA rows are sized by vLLM 0.7's own memory
+  rule (cost/vllm_mla_era.py: padded latent, absorbed MLA matrices, the profile run's fused-MoE
+  caches; KV room 608k -> 433k tokens online), errors re-recorded with parameters kept (Dec
+  2026: fitted throughput 18.4 -> 10.7 %, held-out offline 5.2 -> 16.2 %: the kernel
+  efficiencies were fitted against the larger room and want a refit). SGLang 0.4 prices its prefill pairs in the absorbed
   latent form (`Efficiency.mla_absorbed_prefill` = 1, from its code), its errors re-recorded
   with `--rerecord`, parameters kept.
 A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
