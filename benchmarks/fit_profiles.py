@@ -54,9 +54,9 @@ One profile per engine and era the data separates (see calibrate/observations.py
   rule (cost/vllm_mla_era.py: padded latent, absorbed MLA matrices, the profile run's fused-MoE
   caches; KV room 608k -> 433k tokens online), errors re-recorded with parameters kept (Dec
   2026: fitted throughput 18.4 -> 10.7 %, held-out offline 5.2 -> 16.2 %: the kernel
-  efficiencies were fitted against the larger room and want a refit). SGLang 0.4 prices its prefill pairs in the absorbed
-  latent form (`Efficiency.mla_absorbed_prefill` = 1, from its code), its errors re-recorded
-  with `--rerecord`, parameters kept.
+  efficiencies were fitted against the larger room and want a refit). SGLang 0.4 prices its
+  prefill pairs in the absorbed latent form (`Efficiency.mla_absorbed_prefill` = 1, from its
+  code), its errors re-recorded with `--rerecord`, parameters kept.
 A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
 128 rows to `compute_prefill` at 2048). A fit that ends with `compute_decode` above
 `compute_prefill` had data that could not tell them apart (on AMD's tables tying them moves no

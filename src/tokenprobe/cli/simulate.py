@@ -205,7 +205,8 @@ def simulate_cmd(
         typer.Option(
             help="How KV room is sized: vllm (fraction of HBM less weights and activations) | "
             "sglang (mem_fraction_static less weights) | tensorrt-llm (fraction of what is "
-            "free after the engine loads)"
+            "free after the engine loads) | vllm-0.7-mla, vllm-0.7.0-mla-as-mha (vLLM 0.7.x's "
+            "and 0.7.0's MLA sizing)"
         ),
     ] = None,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
