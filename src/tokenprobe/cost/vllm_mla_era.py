@@ -38,8 +38,9 @@ the checkpoint's weights. vLLM of early 2025 held more, in three ways read from 
    0.7.4 nightlies built after mid-March 2025 already lack both; a version string does not tell,
    so every 0.7.x gets them (the collected rows are 0.7.3.dev and 0.7.4.dev181, of February).
 Measured against: PR #14842's log (vLLM main of 2025-03-14, after #14770: padded latent, no
-absorbed matrices; V0, max_num_batched_tokens = max_model_len = 163,840, 256 sequences, 8 x
-H200) has 4,739 blocks of 64 = 303,296 tokens = 22.05 GiB of KV per GPU. This rule without the
+absorbed matrices; V0, max_num_batched_tokens = max_model_len = 163,840, 256 sequences, TP 8;
+the GPU is not named: H200 by its memory, the one Hopper part that leaves R1 ~22 GiB of KV) has
+4,739 blocks of 64 = 303,296 tokens = 22.05 GiB of KV per GPU. This rule without the
 absorbed matrices gives 35.9 GiB, 494k tokens: 13.9 GiB of that V0 profile run (its peak
 activations at 163,840 tokens beyond the fused-MoE caches and the generic per-token tensors, and
 NCCL/CUDA memory outside PyTorch) is not modelled, nor is the catalog's 141 GiB of H200 HBM the
