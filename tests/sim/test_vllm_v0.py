@@ -8,9 +8,15 @@ from __future__ import annotations
 import pytest
 
 from tokenprobe.calibrate.serving import scheduler_for
-from tokenprobe.cost import make_deployment
+from tokenprobe.cost import VLLM_FULL_KV_RULE, VLLM_MLA_2025H1_RULE, make_deployment
 from tokenprobe.hardware import get_gpu
-from tokenprobe.sim import SchedulerConfig, run_workload, runs_v0, vllm_v0_defaults
+from tokenprobe.sim import (
+    SchedulerConfig,
+    run_workload,
+    runs_v0,
+    vllm_v0_defaults,
+    vllm_version_defaults,
+)
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import Arrival, RequestSpec, Workload
@@ -98,3 +104,33 @@ def test_v0_pauses_the_decodes_for_a_prefill_step_so_a_wave_decodes_together() -
     assert [(row[5], row[6]) for row in mixed.engine.timeline.rows[:2]] == [(20, 0), (10, 2)]
     ends = sorted(r.finish_s for r in mixed.records)
     assert ends == [4.0, 4.0, 5.0]
+
+
+def test_version_defaults_carry_the_versions_mla_memory_rule_and_flashmla_blocks() -> None:
+    dep = make_deployment("deepseek-ai/DeepSeek-R1", "h200", tp=8, weight_dtype="fp8")
+    # dstack's H200 nightly: V0, the padded latent and absorbed weights, FlashMLA's 64 blocks
+    dstack = vllm_version_defaults(
+        dep, "0.7.4.dev181+gf35f8e22", "VLLM_ATTENTION_BACKEND=FLASHMLA vllm serve ..."
+    )
+    assert (dstack.scheduling, dstack.memory_rule, dstack.block_size) == (
+        "vllm-v0",
+        VLLM_MLA_2025H1_RULE,
+        64,
+    )
+    # vLLM issue 12568: 0.7.0 on V1 caches full K/V (no MLA backend before 0.7.1)
+    old = vllm_version_defaults(dep, "0.7.0", "VLLM_USE_V1=1")
+    assert (old.scheduling, old.memory_rule, old.block_size) == ("vllm", VLLM_FULL_KV_RULE, 16)
+    # 0.8.5: V1 and today's rule; the era preset name stands for 0.7.3 (its profile's rows)
+    assert vllm_version_defaults(dep, "0.8.5").memory_rule == "vllm"
+    era = vllm_version_defaults(dep, "vllm-2025h1")
+    assert (era.scheduling, era.memory_rule, era.max_num_batched_tokens) == (
+        "vllm-v0",
+        VLLM_MLA_2025H1_RULE,
+        163840,
+    )
+    # a model without MLA keeps vLLM's rule whatever the version; FlashMLA is NVIDIA's only
+    llama = make_deployment("llama-3.1-8b", "mi300x")
+    assert vllm_version_defaults(llama, "0.7.3", "VLLM_ATTENTION_BACKEND=FLASHMLA").memory_rule == (
+        "vllm"
+    )
+    assert vllm_version_defaults(llama, "0.7.3", "VLLM_ATTENTION_BACKEND=FLASHMLA").block_size == 16

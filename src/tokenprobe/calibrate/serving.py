@@ -20,7 +20,8 @@ length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
 (`tokenprobe.sim.engines.engine_defaults`, which says where each comes from; a vLLM row of a
-version that ran the V0 engine, before 0.8.0, gets V0's, `tokenprobe.sim.vllm_v0`), overridden by
+version that ran the V0 engine, before 0.8.0, gets V0's, and an MLA model on vLLM before 0.8.0 that
+version's KV bytes and extra weights, `tokenprobe.sim.vllm_version_defaults`), overridden by
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
@@ -68,9 +69,8 @@ from tokenprobe.sim import (
     SchedulerConfig,
     engine_defaults,
     engine_preset,
-    runs_v0,
     simulate,
-    vllm_v0_defaults,
+    vllm_version_defaults,
 )
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
@@ -131,15 +131,12 @@ def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -
 
 
 def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> SchedulerConfig:
-    # the env setting may sit in the version cell ("0.7.0 (VLLM_USE_V1=1)") or the command
-    if engine_preset(engine).name != "vllm" or not runs_v0(version, f"{version} {notes}"):
+    if engine_preset(engine).name != "vllm" or not version:
         return engine_defaults(engine, dep.gpu, dep.tp)
-    # V0 sizes its step budget by max_model_len: the command's, else the model's context
+    # V0 sizes its step budget by max_model_len: the command's, else the model's context; the
+    # env settings may sit in the version cell ("0.7.0 (VLLM_USE_V1=1)") or the command
     max_len = _flag(notes, "--max-model-len", "--max_model_len")
-    context = int(max_len) if max_len else dep.model.max_context_tokens
-    if not context:  # a config without max_position_embeddings: V0's budget is not known
-        return engine_defaults(engine, dep.gpu, dep.tp)
-    return vllm_v0_defaults(dep.gpu, context, mla=dep.model.mla is not None)
+    return vllm_version_defaults(dep, version, f"{version} {notes}", int(max_len or 0) or None)
 
 
 def _sglang_flags(

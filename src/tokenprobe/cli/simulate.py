@@ -26,6 +26,11 @@ from tokenprobe.cli.deployment_options import (
     ModelOption,
     NodesOption,
 )
+from tokenprobe.cli.engine_version_options import (
+    EngineVersionOption,
+    profile_engine,
+    server_defaults,
+)
 from tokenprobe.cli.ep_options import (
     A2aBackendOption,
     DeepepModeOption,
@@ -60,7 +65,6 @@ from tokenprobe.cli.spec_options import (
 from tokenprobe.cost import dp_layout, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
-from tokenprobe.hardware import get_gpu
 from tokenprobe.records import prepare_run_folder
 from tokenprobe.sim import (
     DEFAULT_ENGINE,
@@ -76,7 +80,6 @@ from tokenprobe.sim import (
     SchedulerConfig,
     SimResult,
     build_workload,
-    engine_defaults,
     get_scenario,
     simulate,
     simulate_fleet,
@@ -170,6 +173,7 @@ def simulate_cmd(
             "overrides). Default: vLLM's scheduler with the model's default parameters"
         ),
     ] = None,
+    engine_version: EngineVersionOption = None,
     max_num_seqs: Annotated[
         int | None, typer.Option(help="vLLM's default: 1024 on >= 70 GiB GPUs but A100, else 256")
     ] = None,
@@ -201,7 +205,8 @@ def simulate_cmd(
         typer.Option(
             help="How KV room is sized: vllm (fraction of HBM less weights and activations) | "
             "sglang (mem_fraction_static less weights) | tensorrt-llm (fraction of what is "
-            "free after the engine loads)"
+            "free after the engine loads) | vllm-0.7-mla, vllm-0.7.0-mla-as-mha (vLLM 0.7.x's "
+            "and 0.7.0's MLA sizing)"
         ),
     ] = None,
     slo_ttft_s: Annotated[float | None, typer.Option(help="TTFT SLO for goodput (s)")] = None,
@@ -334,7 +339,7 @@ def simulate_cmd(
             num_requests=num_requests,
         )
         # --profile, else --engine's shipped profile for the GPU's vendor, else the defaults
-        p = engine_profile(engine, profile, gpu)
+        p = engine_profile(profile_engine(engine, engine_version), profile, gpu)
         chosen = profile if profile is not None else (p.name if p is not None else None)
         layout: dict[str, Any] = {"tp": tp, **dp_layout(dp, enable_expert_parallel, tp)}
         dep = make_deployment(
@@ -345,7 +350,7 @@ def simulate_cmd(
                                    ep_redundant_experts, enable_eplb),
         )  # fmt: skip
         common: dict[str, Any] = dict(
-            config=window.config(engine_defaults(engine or DEFAULT_ENGINE, get_gpu(gpu), tp)),
+            config=window.config(server_defaults(engine or DEFAULT_ENGINE, dep, engine_version)),
             scheduler=scheduler,
             seed=seed,
             slo_ttft_s=slo_ttft_s,

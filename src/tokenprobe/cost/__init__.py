@@ -75,6 +75,7 @@ from tokenprobe.cost.step import (
     step_cost,
 )
 from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
+from tokenprobe.cost.vllm_mla_era import VLLM_FULL_KV_RULE, VLLM_MLA_2025H1_RULE, vllm_mla_rule
 
 __all__ = [
     "DEFAULT_API_SERVER_PROCESSES",
@@ -93,6 +94,8 @@ __all__ = [
     "SGLANG_RULE",
     "SPEC_METHODS",
     "TRTLLM_RULE",
+    "VLLM_FULL_KV_RULE",
+    "VLLM_MLA_2025H1_RULE",
     "VLLM_RULE",
     "BatchShape",
     "Deployment",
@@ -152,4 +155,5 @@ __all__ = [
     "thermal",
     "transfer_time_s",
     "verify_rows",
+    "vllm_mla_rule",
 ]

@@ -26,6 +26,12 @@ from dataclasses import asdict, dataclass
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.ops import group_coeffs
+from tokenprobe.cost.vllm_mla_era import (
+    VLLM_MLA_RULES,
+    mla_rule_extra_weight_bytes_per_gpu,
+    mla_rule_kv_bytes_per_token_per_gpu,
+    mla_rule_profile_moe_bytes_per_gpu,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.model import state_bytes_per_seq
@@ -40,9 +46,11 @@ DEFAULT_RUNTIME_BYTES = 1.0 * GiB
 # sglang: mem_fraction_static x HBM - weights - runtime; activations live in the rest
 #   (sglang/srt/model_executor/model_runner.py `profile_max_num_token`);
 # tensorrt-llm: kv_cache_free_gpu_mem_fraction x (HBM - weights - activations - runtime): a
-#   fraction of what is free once the engine and its buffers are loaded (KvCacheConfig).
+#   fraction of what is free once the engine and its buffers are loaded (KvCacheConfig);
+# vllm-0.7.0-mla-as-mha, vllm-0.7-mla: vllm's, with the KV bytes per token and the extra MLA
+#   weights of vLLM <= 0.7.0 and 0.7.1-0.7.x for MLA models (cost/vllm_mla_era.py).
 VLLM_RULE, SGLANG_RULE, TRTLLM_RULE = "vllm", "sglang", "tensorrt-llm"
-MEMORY_RULES = (VLLM_RULE, SGLANG_RULE, TRTLLM_RULE)
+MEMORY_RULES = (VLLM_RULE, SGLANG_RULE, TRTLLM_RULE, *VLLM_MLA_RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +135,8 @@ def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUD
     )
     per_token = (2 * m.hidden_size + widest) * ab
     logits = budget.max_num_seqs * m.vocab_size / dep.dense_tp * 4.0
-    return budget.max_num_batched_tokens * per_token + logits
+    moe = mla_rule_profile_moe_bytes_per_gpu(dep, budget.rule, budget.max_num_batched_tokens)
+    return budget.max_num_batched_tokens * per_token + logits + moe
 
 
 def state_bytes_per_seq_per_gpu(dep: Deployment) -> float:
@@ -168,6 +177,8 @@ def memory_report(
     hbm = dep.gpu.hbm_bytes
     usable = hbm * budget.gpu_memory_utilization
     weights = max(0.0, weights_bytes_per_gpu(dep) - dep.cpu_offload_bytes)  # GPU-resident
+    weights += mla_rule_extra_weight_bytes_per_gpu(dep, budget.rule)
+    kv_token = mla_rule_kv_bytes_per_token_per_gpu(dep, budget.rule)
     acts = activation_bytes_per_gpu(dep, budget)
     if budget.rule == SGLANG_RULE:
         kv_free = usable - weights - budget.runtime_bytes
@@ -177,7 +188,9 @@ def memory_report(
     else:
         kv_free = usable - weights - acts - budget.runtime_bytes
     per_req = kv_bytes_per_request_per_gpu(dep, context_tokens, budget.block_size)
-    capacity = max(0, int(kv_free // dep.kv_bytes_per_token_per_gpu)) if kv_free > 0 else 0
+    if budget.rule in VLLM_MLA_RULES:  # MLA layers only: no recurrent state to keep apart
+        per_req *= kv_token / dep.kv_bytes_per_token_per_gpu
+    capacity = max(0, int(kv_free // kv_token)) if kv_free > 0 else 0
     concurrent = max(0, int(kv_free // per_req)) if kv_free > 0 else 0
     if weights > usable:
         reason = "weights alone exceed the usable HBM per GPU"
@@ -199,8 +212,8 @@ def memory_report(
         activation_bytes_per_gpu=acts,
         runtime_bytes_per_gpu=budget.runtime_bytes,
         kv_free_bytes_per_gpu=max(kv_free, 0.0),
-        kv_bytes_per_token=dep.kv_bytes_per_token,
-        kv_bytes_per_token_per_gpu=dep.kv_bytes_per_token_per_gpu,
+        kv_bytes_per_token=kv_token * dep.num_gpus,
+        kv_bytes_per_token_per_gpu=kv_token,
         kv_bytes_per_request=per_req * dep.num_gpus,
         state_bytes_per_request=state_bytes_per_seq_per_gpu(dep) * dep.num_gpus,
         context_tokens=context_tokens,

@@ -56,7 +56,12 @@ from tokenprobe.sim.runconfig import (
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
-from tokenprobe.sim.vllm_v0 import runs_v0, vllm_v0_defaults
+from tokenprobe.sim.vllm_v0 import (
+    is_vllm_era,
+    runs_v0,
+    vllm_v0_defaults,
+    vllm_version_defaults,
+)
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -91,6 +96,7 @@ __all__ = [
     "engine_defaults",
     "engine_preset",
     "get_scenario",
+    "is_vllm_era",
     "max_rate_per_s",
     "meets_slos",
     "price_deployment",
@@ -102,4 +108,5 @@ __all__ = [
     "simulate_fleet",
     "spec_decode_of",
     "vllm_v0_defaults",
+    "vllm_version_defaults",
 ]

@@ -87,8 +87,9 @@ PRESETS = {
         # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables;
         # vllm-blackwell: vLLM 0.11 on B200 (sm100 kernels), fitted on ML.ENERGY's B200 runs
         {"nvidia": "vllm", "nvidia/blackwell": "vllm-blackwell", "amd": "vllm-rocm"},
-        # 0.7.0 (Jan 2025) brought MLA and block-FP8 fused MoE for DeepSeek-V3/R1 (vLLM release
-        # notes); 0.10 (Jul 2025) is where the `vllm` profile's data starts
+        # 0.7-0.9 (Jan-Jun 2025): the DeepSeek-V3/R1 launch versions, Triton block-FP8 fused MoE
+        # and the MLA backend from 0.7.1 (its release notes; 0.7.0 cached full K/V:
+        # cost/vllm_mla_era.py); 0.10 (Jul 2025) is where the `vllm` profile's data starts
         {"vllm-2025h1": ("0.7.", "0.8.", "0.9.")},
     ),
     "sglang": EnginePreset(

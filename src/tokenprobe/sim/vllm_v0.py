@@ -36,15 +36,27 @@ then starts decoding together, as on V0, where letting the decodes ride along (V
 sim/continuous.py with chunked prefill off) staggers them and breaks the waves up.
 Not modelled: V0's block watermark at admission and its swap-out preemption (the simulator
 always recomputes).
+
+`vllm_version_defaults` is the one place that turns a vLLM version into its server's setup: V0's
+defaults above (or V1's, `engine_defaults`), the memory rule of that version for an MLA model
+(`cost.vllm_mla_rule`: the full K/V of <= 0.7.0, the padded latent and extra MLA weights of
+0.7.1-0.7.x) and FlashMLA's 64-token KV blocks when the command selects that backend
+(`VLLM_ATTENTION_BACKEND=FLASHMLA`; vllm/platforms/cuda.py: "Forcing kv cache block size to 64
+for FlashMLA backend"). The replay of public rows (calibrate/serving.py) and `simulate --engine`
+both use it. An era preset name (`vllm-2025h1`) stands for `ERA_VERSIONS`' version: the one its
+shipped profile was fitted on (dstack's 0.7.3 / 0.7.4.dev runs, V0).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from tokenprobe.cost import Deployment, vllm_mla_rule
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import VLLM_V0_SCHEDULING, SchedulerConfig
 from tokenprobe.sim.continuous import ContinuousScheduler
+from tokenprobe.sim.engines import engine_defaults, engine_preset
 from tokenprobe.sim.sglang_scheduler import SglangScheduler
 from tokenprobe.sim.state import Seq
 
@@ -53,6 +65,8 @@ V0_MAX_NUM_SEQS = 256  # arg_utils `_set_default_args_v0`
 V0_MIN_BATCHED_TOKENS = 2048  # vllm/config.py `_DEFAULT_MAX_NUM_BATCHED_TOKENS`
 V0_LONG_CONTEXT_TOKENS = 32768  # chunked prefill by default above this max_model_len (NVIDIA)
 V0_CHUNKED_BUDGET = 2048  # max_num_batched_tokens with chunked prefill (V0 default)
+FLASHMLA_BLOCK_SIZE = 64  # vllm/platforms/cuda.py: FlashMLA's page size
+ERA_VERSIONS = {"vllm-2025h1": "0.7.3"}  # the version an era preset name stands for
 
 
 def runs_v0(version: str, notes: str = "") -> bool:
@@ -106,3 +120,30 @@ class VllmV0Scheduler(SglangScheduler):
     def _preempt(self, seq: Seq, step: int) -> None:
         super()._preempt(seq, step)  # SGLang's decode-clock bookkeeping, then it queues it last
         self.waiting.appendleft(self.waiting.pop())  # V0 recomputes it first
+
+
+def vllm_version_defaults(
+    dep: Deployment, version: str = "", notes: str = "", max_model_len: int | None = None
+) -> SchedulerConfig:
+    """The scheduler `vllm serve` of `version` (a release, or an era preset name: `ERA_VERSIONS`)
+    sets up for `dep`, before the command's batch flags (module docstring). `notes` is the
+    serving command (its VLLM_USE_V1 and VLLM_ATTENTION_BACKEND settings); `max_model_len` its
+    --max-model-len, else the model's context. Without a version: today's V1 defaults."""
+    version = ERA_VERSIONS.get(version.strip().lower(), version)
+    context = max_model_len or dep.model.max_context_tokens
+    if runs_v0(version, f"{version} {notes}") and context:
+        config = vllm_v0_defaults(dep.gpu, context, mla=dep.model.mla is not None)
+    else:  # V1, or a V0 budget that is not known (a config without max_position_embeddings)
+        config = engine_defaults("vllm", dep.gpu, dep.tp)
+    rule = vllm_mla_rule(version) if dep.model.mla is not None else None
+    if rule is not None:
+        config = replace(config, memory_rule=rule)
+    if "VLLM_ATTENTION_BACKEND=FLASHMLA" in notes.upper() and dep.gpu.vendor == "nvidia":
+        config = replace(config, block_size=FLASHMLA_BLOCK_SIZE)
+    return config
+
+
+def is_vllm_era(engine: str) -> bool:
+    """Whether `engine` names vLLM by one of its era presets (`vllm-2025h1`)."""
+    key = engine.strip().lower()
+    return engine_preset(engine).name == "vllm" and key in ERA_VERSIONS
