@@ -79,7 +79,7 @@ class Router:
         self.sent += 1
         if self.policy == "round-robin":
             return (self.sent - 1) % self.replicas
-        least = min(range(self.replicas), key=loads.__getitem__)
+        least = loads.index(min(loads))  # the first of the least loaded
         if self.policy == "least-loaded":
             return least
         hi, lo = max(loads), loads[least]
@@ -403,12 +403,13 @@ def run_cluster(
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     front = NextEvents(engines)
+    pick, advance, moved = choose.pick, front.advance, front.moved
     with gc_paused():
-        for spec in requests:
-            front.advance(spec.arrival_s)
-            target = choose.pick(spec, [e.outstanding for e in engines])
+        for spec in requests:  # the hot loop of a fleet: once per request
+            advance(spec.arrival_s)
+            target = pick(spec, [e.outstanding for e in engines])
             engines[target].submit(spec)
-            front.moved(target)
+            moved(target)
         for engine in engines:
             engine.run_until(math.inf)
     per_replica = max(1, -(-trace_requests // replicas))

@@ -87,7 +87,8 @@ class ContinuousScheduler:
     # ------------------------------------------------------------ planning
 
     def plan(self, step: int, now_s: float) -> StepPlan | None:
-        self._chunks = []
+        if self._chunks:  # (empty after every completed step: no new list per step)
+            self._chunks = []
         preempted = self._allocate_decode(step)
         if not (preempted or self.prefilling or self.waiting):  # decode only: most steps
             self.wake_s = None
@@ -141,13 +142,13 @@ class ContinuousScheduler:
 
     def _allocate_decode(self, step: int) -> bool:
         """Blocks for this step's decode tokens; preempt the newest running requests if short."""
-        self._decode_allocated = False
-        preempted = False
-        phase = step % self.config.block_size
+        phase = step % len(self._phase)
         need = self._phase[phase] if self._n_dec else 0
         if need == 0:
             self._decode_allocated = True
             return False
+        self._decode_allocated = False
+        preempted = False
         while need > self.pool.free_blocks:
             victim = self._newest_running()
             if (
