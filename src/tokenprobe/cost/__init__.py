@@ -71,6 +71,7 @@ from tokenprobe.cost.step import (
     op_costs,
     power_cap_w,
     step_cost,
+    step_time_energy,
 )
 from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
 
@@ -143,6 +144,7 @@ __all__ = [
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",
     "step_cost",
+    "step_time_energy",
     "thermal",
     "transfer_time_s",
     "verify_rows",

@@ -346,15 +346,32 @@ def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Roofline time, power and energy of one step of `shape` on deployment `dep`. Under a power
     limit the clock falls until the work fits (cost.energy's DVFS law) and the step stretches."""
-    cost, wanted_w = _step_at_clock(dep, shape, 1.0)
+    return StepCost(*_step_figures(dep, shape))
+
+
+def step_time_energy(dep: Deployment, shape: BatchShape) -> tuple[float, float]:
+    """`step_cost`'s time_s and energy_j, without building the StepCost (the simulator's exact
+    steps: 10^4-10^5 a run)."""
+    figures = _step_figures(dep, shape)
+    return figures[0], figures[_ENERGY]
+
+
+# _step_at_clock's figures come as a tuple in StepCost's field order (one StepCost per call of
+# step_cost only: building the frozen dataclass took a tenth of an exact step's price)
+_POWER, _ENERGY = 9, 10
+_Figures = tuple[float, float, float, float, float, float, float, float, float, float, float, float]
+
+
+def _step_figures(dep: Deployment, shape: BatchShape) -> _Figures:
+    figures, wanted_w = _step_at_clock(dep, shape, 1.0)
     k = step_constants(dep)
-    if k.capped and cost.power_w >= k.cap_w:  # the work asks more than the cap allows
+    if k.capped and figures[_POWER] >= k.cap_w:  # the work asks more than the cap allows
         # Efficiencies are fitted at the TDP, where large GEMMs already run power-limited; only
         # the cap's cut below what the work draws at the TDP slows the clock further.
         f = dep.power.clock_fraction(dep.gpu.idle_w, min(dep.gpu.tdp_w, wanted_w), k.cap_w)
         if f < 1.0:
-            cost, _ = _step_at_clock(dep, shape, f)
-    return cost
+            figures, _ = _step_at_clock(dep, shape, f)
+    return figures
 
 
 def power_cap_w(dep: Deployment) -> float:
@@ -365,9 +382,9 @@ def power_cap_w(dep: Deployment) -> float:
 
 def _step_at_clock(
     dep: Deployment, shape: BatchShape, clock_fraction: float
-) -> tuple[StepCost, float]:
-    """The step at `clock_fraction` of full clock, its power capped; and the power it asks.
-    (The simulator's exact path: the deployment's constants come from `step_constants`.)"""
+) -> tuple[_Figures, float]:
+    """The step at `clock_fraction` of full clock, its power capped (StepCost's fields); and
+    the power it asks. The deployment's constants come from `step_constants`."""
     compute_s = memory_s = kernel_s = busy_c = busy_m = flop = nbytes = 0.0
     experts_s = 0.0
     for name, n, op_flop, op_bytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
@@ -394,21 +411,21 @@ def _step_at_clock(
     issue_s = experts_s * (1.0 - k.quantized_moe_scale) if experts_s else 0.0
     wanted_w = _power_w(dep, shape, k, time_s, comm_s, u_c, nbytes, clock_fraction, issue_s)
     power_w = min(k.cap_w, wanted_w)
-    cost = StepCost(
-        time_s=time_s,
-        compute_s=compute_s * pp,
-        memory_s=memory_s * pp,
-        comm_s=comm_s,
-        overhead_s=kernel_s * pp + step_overhead_s,
-        flop=flop,
-        hbm_bytes=nbytes,
-        compute_util=u_c,
-        memory_util=u_m,
-        power_w=power_w,
-        energy_j=power_w * time_s * dep.num_gpus,
-        clock_fraction=clock_fraction,
+    figures = (
+        time_s,
+        compute_s * pp,  # compute_s
+        memory_s * pp,  # memory_s
+        comm_s,
+        kernel_s * pp + step_overhead_s,  # overhead_s
+        flop,
+        nbytes,  # hbm_bytes
+        u_c,  # compute_util
+        u_m,  # memory_util
+        power_w,
+        power_w * time_s * dep.num_gpus,  # energy_j
+        clock_fraction,
     )
-    return cost, wanted_w
+    return figures, wanted_w
 
 
 def _power_w(

@@ -26,7 +26,7 @@ from tokenprobe.cost import (
     kv_capacity_tokens,
     make_deployment,
     state_blocks_per_seq,
-    step_cost,
+    step_time_energy,
 )
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import HostSpec, get_host
@@ -64,8 +64,7 @@ def cost_step_fn(dep: Deployment) -> StepFn:
             plan.decode_seqs,
             plan.decode_context_tokens,
         )
-        cost = step_cost(dep, shape)
-        return cost.time_s, cost.energy_j
+        return step_time_energy(dep, shape)
 
     return step
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -84,6 +85,10 @@ TimelineRow = tuple[float, int, int, int, float, int, int]
 
 
 _ROW = 7  # values a point
+# A point's values packed as doubles in one call and appended with `array.frombytes`: three times
+# faster than `array.extend`, which parses every value on its own (ints convert exactly)
+_ONE_POINT = struct.Struct(f"{_ROW}d").pack
+_TWO_POINTS = struct.Struct(f"{2 * _ROW}d").pack
 
 
 class TimelineRows(Sequence[TimelineRow]):
@@ -143,7 +148,7 @@ class Timeline:
         data = self.data
         if data and data[-_ROW] == t_s:
             del data[-_ROW:]
-        data.extend((t_s, batch, kv, queue, power_w, pre, dec))
+        data.frombytes(_ONE_POINT(t_s, batch, kv, queue, power_w, pre, dec))
 
     def __len__(self) -> int:
         return len(self.data) // _ROW
@@ -339,13 +344,13 @@ class Engine:
             del data[-_ROW:]
         batch = prefill_seqs + decode_seqs
         if gap_s <= 0:  # the kernels only
-            data.extend((now, batch, kv, queue, power_w, prefill_tokens, decode_seqs))
+            data.frombytes(_ONE_POINT(now, batch, kv, queue, power_w, prefill_tokens, decode_seqs))
         elif gap_s < time_s:  # the CPU slice, then the kernels
             pre, dec, kernels_s = prefill_tokens, decode_seqs, now + gap_s
-            data.extend((now, batch, kv, queue, gap_w, pre, dec,
-                         kernels_s, batch, kv, queue, power_w, pre, dec))  # fmt: skip
+            data.frombytes(_TWO_POINTS(now, batch, kv, queue, gap_w, pre, dec,
+                                       kernels_s, batch, kv, queue, power_w, pre, dec))  # fmt: skip
         else:  # all CPU slice
-            data.extend((now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
+            data.frombytes(_ONE_POINT(now, batch, kv, queue, gap_w, prefill_tokens, decode_seqs))
         self.step_energy_j += energy_j
         self.busy_s += time_s - gap_s
         self.busy = True
