@@ -28,6 +28,8 @@ the most own time.
         [--api-server-processes N]   (the serving front end as a resource: sim/frontend.py)
         [--spec-decode mtp:1]        (speculative decoding, one replica: sim/specdecode.py; the
                                       offered rate stays 80 % of plain decode's capacity)
+        [--disaggregate 1p3d]        (prefill/decode workers, sim/disagg.py: 80 % of one
+                                      replica's capacity per decode worker)
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import pstats
 import resource
 import time
 
-from tokenprobe.cost import SpecDecode, make_deployment
+from tokenprobe.cost import SpecDecode, Split, make_deployment
 from tokenprobe.sim import simulate, simulate_fleet
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
@@ -64,17 +66,23 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--api-server-processes", type=int, default=None)
     parser.add_argument("--spec-decode", default=None)
+    parser.add_argument("--disaggregate", default=None)
     args = parser.parse_args()
     spec = None if args.spec_decode is None else SpecDecode.parse(args.spec_decode)
+    split = None if args.disaggregate is None else Split.parse(args.disaggregate)
     capacity = capacity_requests_per_s()
-    rate = args.load * capacity * args.replicas
-    target_s = 6.0 if args.replicas == 1 else 60.0  # issue 17 item 7
+    # the fleet's offered rate: per replica, or per decode worker (the prefill workers' share)
+    rate = args.load * capacity * (args.replicas if split is None else split.decode)
+    target_s = 6.0 if args.replicas == 1 and split is None else 60.0  # issue 17 item 7
     chat = Workload(Arrival("poisson", rate_per_s=rate), INPUT, OUTPUT, args.requests, name="chat")
     profiler = cProfile.Profile() if args.profile else None
     t0, c0 = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    if args.replicas == 1:
+    if split is not None:
+        dep = make_deployment(MODEL, GPU)
+        out = simulate_fleet(dep, chat, disaggregate=args.disaggregate, spec_decode=spec).to_dict()
+    elif args.replicas == 1:
         out = simulate(
             MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes,
             spec_decode=spec,
@@ -98,6 +106,7 @@ def main() -> None:
                 "replicas": args.replicas,
                 "api_server_processes": args.api_server_processes,
                 "spec_decode": args.spec_decode,
+                "disaggregate": args.disaggregate,
                 "capacity_requests_per_s": round(capacity, 3),
                 "offered_requests_per_s": round(rate, 3),
                 "achieved_requests_per_s": out["requests_per_s"],

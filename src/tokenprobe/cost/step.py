@@ -195,6 +195,7 @@ class StepConstants:
     figures: EnergyFigures
     die_dynamic_w: float
     dequant_ops_per_element: float  # CUDA-core ops per expert weight element read (dequant_ops)
+    rates: dict[float, tuple[float, float]]  # `rates` by GEMM rows, filled as steps ask
 
 
 def step_constants(dep: Deployment) -> StepConstants:
@@ -222,6 +223,7 @@ def _constants(dep: Deployment) -> StepConstants:
         figures=figures,
         die_dynamic_w=figures.die_dynamic_w(dep.gpu),
         dequant_ops_per_element=_dequant_ops_per_element(dep, figures),
+        rates={},
     )
 
 
@@ -240,15 +242,23 @@ def _op_times(
     dep: Deployment, shape: BatchShape, clock_fraction: float
 ) -> Iterator[tuple[str, float, float, float, float, float, float]]:
     """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
-    flop_rate, byte_rate = rates(dep, shape.tokens)
+    k = step_constants(dep)
+    rows = shape.tokens
+    if isinstance(rows, (int, float)):  # a step's rates by its rows, kept with the constants
+        rated = k.rates.get(rows)
+        if rated is None:
+            rated = k.rates[rows] = rates(dep, rows)
+        flop_rate, byte_rate = rated
+    else:
+        flop_rate, byte_rate = rates(dep, rows)
     flop_rate *= clock_fraction
     # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
     mem_scale = clock_fraction**dep.power.memory_clock_sensitivity
     byte_rate *= mem_scale
-    k = step_constants(dep)
     special, fscale, alpha = k.special, k.fscale, k.alpha
+    base_byte_rate = byte_rate / mem_scale  # the operators without a rate of their own
     for name, n, flop, nbytes, kernels in terms(dep, shape):
-        tm = nbytes / (special.get(name, byte_rate / mem_scale) * mem_scale)
+        tm = nbytes / (special.get(name, base_byte_rate) * mem_scale)
         tc = flop / (flop_rate * fscale.get(name, 1.0))
         yield name, n, flop, nbytes, tc, tm, kernels * alpha
 
@@ -448,17 +458,18 @@ def _power_w(
     # tensor work: the FLOP the compute time amounts to at the peak rate (cost.energy)
     tensor_flop = compute_util * time_s * dep.peak_flop_per_s * clock_fraction
     per_element = k.dequant_ops_per_element
-    work = GpuWork(
-        dtype=dep.compute_dtype,
-        flop=tensor_flop,
-        hbm_bytes=hbm_bytes,
-        link_bytes=0.0 if k.no_comm else link_bytes(dep, shape),
-        time_s=time_s,
-        busy_s=busy_s,
-        idle_w=dep.gpu.idle_w,
-        die_dynamic_w=k.die_dynamic_w,
-        cuda_ops=per_element * expert_weight_elements(dep, shape) if per_element else 0.0,
-        issue_s=issue_s,
+    work = GpuWork(  # positional (faster): dtype, flop, hbm and link bytes, time, busy, ...
+        dep.compute_dtype,
+        tensor_flop,
+        hbm_bytes,
+        0.0 if k.no_comm else link_bytes(dep, shape),
+        time_s,
+        busy_s,
+        dep.gpu.idle_w,
+        k.die_dynamic_w,  # die_dynamic_w
+        None,  # temp_c: the reference temperature
+        per_element * expert_weight_elements(dep, shape) if per_element else 0.0,  # cuda_ops
+        issue_s,
     )
     return dep.power.power_w(work, k.figures, clock_fraction)
 

@@ -342,12 +342,16 @@ class NextEvents:
 
     def advance(self, t_s: float) -> None:
         """Every engine with an event before `t_s` advanced to that instant."""
-        heap, version = self._heap, self._version
+        heap, version, engines = self._heap, self._version, self.engines
         while heap and heap[0][0] < t_s:
-            _, i, v = heapq.heappop(heap)
-            if v == version[i]:
-                self.engines[i].run_until(t_s)
-                self.moved(i)
+            _, i, v = heap[0]
+            if v != version[i]:  # stale: the engine has a later entry
+                heapq.heappop(heap)
+                continue
+            engine = engines[i]
+            engine.run_until(t_s)
+            # the live entry of engine i, moved to its next event (one sift, not two)
+            heapq.heapreplace(heap, (engine.next_event_s(), i, v))
 
 
 def fleet_run(

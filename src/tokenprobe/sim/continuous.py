@@ -37,6 +37,8 @@ from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, StepPlan, 
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 
+_new_plan = tuple.__new__
+
 
 class ContinuousScheduler:
     """vLLM-v1-like continuous batching (see the module docstring)."""
@@ -92,8 +94,8 @@ class ContinuousScheduler:
         preempted = self._allocate_decode(step)
         if not (preempted or self.prefilling or self.waiting):  # decode only: most steps
             self.wake_s = None
-            n = self._n_dec
-            return StepPlan(0, 0.0, 0, n, self._ctx_offset + n * step) if n else None
+            n = self._n_dec  # (the tuple built without the NamedTuple's Python __new__)
+            return _new_plan(StepPlan, (0, 0.0, 0, n, self._ctx_offset + n * step)) if n else None
         # preemption frees budget
         budget = self.config.max_num_batched_tokens - self._n_dec - self._draft_rows
         if self.prefilling:
@@ -334,7 +336,7 @@ class ContinuousScheduler:
         if seq.first_token_s is None:
             seq.first_token_s = end_s
         self._publish_prefix(seq)
-        if seq.generated >= seq.output_tokens:
+        if seq.generated >= seq.spec.output_tokens:
             seq.segments.append((step, step))
             self._release(seq, self.pool.seq_blocks(seq.target))
             seq.finish_s = end_s
@@ -349,7 +351,7 @@ class ContinuousScheduler:
         self._ctx_offset += seq.target - seq.dec_start
         if not self._reserve:  # reserved requests need no block as they decode
             self._phase[(seq.dec_start - seq.target) % len(self._phase)] += 1
-        last = seq.dec_start + (seq.output_tokens - seq.generated) - 1
+        last = seq.dec_start + (seq.spec.output_tokens - seq.generated) - 1
         heapq.heappush(self._finish_heap, (last, seq.idx, seq.version))
 
     def _publish_prefix(self, seq: Seq) -> None:
