@@ -348,10 +348,8 @@ class NextEvents:
             if v != version[i]:  # stale: the engine has a later entry
                 heapq.heappop(heap)
                 continue
-            engine = engines[i]
-            engine.run_until(t_s)
             # the live entry of engine i, moved to its next event (one sift, not two)
-            heapq.heapreplace(heap, (engine.next_event_s(), i, v))
+            heapq.heapreplace(heap, (engines[i].run_until(t_s), i, v))
 
 
 def fleet_run(

@@ -394,14 +394,16 @@ class Engine:
         heap, done_s = self._heap, self._done_s
         return heap[0][0] if heap and heap[0][0] < done_s else done_s
 
-    def run_until(self, t_s: float) -> None:
+    def run_until(self, t_s: float) -> float:
         """Apply every event before `t_s`; events at `t_s` wait for the arrivals of that
-        instant, so they are applied together, as in `run`."""
+        instant, so they are applied together, as in `run`. Returns `next_event_s()`."""
         heap = self._heap
         while self._done_s < t_s or (heap and heap[0][0] < t_s):
             self._pop_instant()
             if not self.busy:
                 self._start_step()
+        done_s = self._done_s
+        return heap[0][0] if heap and heap[0][0] < done_s else done_s
 
     # ------------------------------------------------- a data-parallel attention rank
     # (sim/dpep.py): the ranks step together, so their gang plans, prices and starts each
