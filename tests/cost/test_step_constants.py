@@ -21,6 +21,16 @@ from tokenprobe.cost.step import (
     step_constants,
 )
 
+
+def _deepseek_two_nodes() -> Deployment:
+    """MLA, attention DP + EP over 16 GPUs (two HGX nodes), DeepEP with overlap and EPLB."""
+    comm = EpComm(backend="deepep", overlap=True, redundant_experts=16)
+    return make_deployment(
+        "deepseek-v3", "h200", tp=16, expert_parallel=True, attention_dp=True,
+        weight_dtype="fp8", ep_comm=comm,
+    )  # fmt: skip
+
+
 DEPLOYMENTS = {
     "dense": lambda: make_deployment("llama-3.1-8b", "h100-sxm"),
     "power-limited": lambda: make_deployment("llama-3.1-8b", "h100-sxm", power_limit_w=350.0),
@@ -29,10 +39,7 @@ DEPLOYMENTS = {
     "two nodes": lambda: make_deployment("llama-3.1-405b", "h100-sxm", tp=16),
     "moe ep": lambda: make_deployment("qwen3-30b-a3b", "h100-sxm", tp=2, expert_parallel=True),
     "mxfp4 moe": lambda: make_deployment("gpt-oss-120b", "h100-sxm", weight_dtype="mxfp4"),
-    "mla dp+ep deepep": lambda: make_deployment(
-        "deepseek-v3", "h200", tp=16, expert_parallel=True, attention_dp=True,
-        weight_dtype="fp8", ep_comm=EpComm(backend="deepep", overlap=True, redundant_experts=16),
-    ),  # fmt: skip
+    "mla dp+ep deepep": lambda: _deepseek_two_nodes(),
     "hybrid": lambda: make_deployment("nemotron-h-8b", "h100-sxm"),
     "offload": lambda: make_deployment("llama-3.1-8b", "h100-sxm", cpu_offload_bytes=4e9),
 }

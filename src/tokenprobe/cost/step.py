@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -103,8 +104,7 @@ class StepCost:
 
 
 def terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
-    yield from layer_terms(dep, shape)
-    yield from head_terms(dep, shape)
+    return chain(layer_terms(dep, shape), head_terms(dep, shape))
 
 
 # GEMM rows between which the tensor-core efficiency climbs from `compute_decode` to

@@ -419,8 +419,9 @@ def run_cluster(
     for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):
         result = engine.finish()
         records = build_records(result, per_replica, pool.prefix_caching)
+        replica = float(index)  # one float object for all its records (10^6 in a fleet)
         for record in records:
-            record.extra["replica"] = float(index)
+            record.extra["replica"] = replica
         parts.append(
             SimResult(
                 config=dict(meta or {}),

@@ -255,13 +255,8 @@ class ContinuousScheduler:
         for seq, n in self._chunks:
             prefill_tokens += n
             pairs += n * (seq.computed + (n + 1) / 2)
-        return StepPlan(
-            prefill_tokens=prefill_tokens,
-            prefill_attn_pairs=pairs,
-            prefill_seqs=len(self._chunks),
-            decode_seqs=self._n_dec,
-            decode_context_tokens=self._ctx_offset + self._n_dec * step,
-        )
+        ctx = self._ctx_offset + self._n_dec * step  # StepPlan's fields, in order:
+        return _new_plan(StepPlan, (prefill_tokens, pairs, len(self._chunks), self._n_dec, ctx))
 
     # ------------------------------------------------------------ preemption
 
