@@ -10,17 +10,20 @@ process's CPU time) is the figure to judge on a shared machine; `wall_s` is also
 The cluster case (`--replicas 16 --requests 1000000`): 16 replicas behind the least-loaded
 router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
-Measured in session 9 on the shared 2-core box, whose speed swings by half from minute to
-minute: 100k requests 6.0-8.0 CPU-s (load 1.2-1.6, wall = CPU), 256,606 steps, 283 MB peak; run
-side by side with the session's start (8d46894) 7.0 against 10.7 CPU-s, back to back at load 2.5
-7.9-8.0 against 11.3-12.5. 16 x 100k 10.9 CPU-s (17.1 for 8d46894 back to back at load 4);
-16 x 1M 86.5 CPU-s, 2,616,930 steps, 1.96 GB peak. So memory meets its target and time does not
-(6 s, 60 s). Where the time went: the exact cost model on mixed steps (now `StepMemo`,
-sim/stepcache.py), the cyclic GC's passes over the run's objects (now paused:
-engine.gc_paused), tuple timeline points and float lists (now flat arrays), every replica asked
-for every request (now a heap of next events: cluster.NextEvents). What is left: ~13 us of
-Python per decode step (plan, price, commit, complete), ~31k exact cost-model calls of ~40 us
-(mixed steps of several prompts, the memo's corners), records and summary ~1.1 s.
+Measured in session 10 on the shared 2-core box (load 1.8-2.5, wall = CPU), back to back
+against the session's start (0c80fa2), results identical request by request: 100k requests
+6.4-6.6 against 8.6-8.8 CPU-s (-25 %), 256,606 steps, 270 MB peak; 16 x 100k 8.8 against 11.7;
+`--spec-decode mtp:1 --requests 30000` 8.9 against 10.6; `--disaggregate 1p3d` 18.0 against
+29.5; 16 x 1M 69.8 CPU-s, 2,616,930 steps, 1.97 GB peak (86.5 CPU-s, 1.96 GB in session 9).
+Instructions (valgrind, a 20,000-request run less a 2,000-request one) 7.10 -> 5.01 G (-29 %),
+the figure that does not swing with the box. So memory meets its target and time still misses
+it here (6 s, 60 s). What changed: an exact step's deployment-only terms kept on the Deployment
+(cost/step.py `step_constants`), no StepCost or BatchShape built per exact step (45 -> 24 us a
+`step_cost`), the running step's end beside the event heap, timeline points packed by struct
+(array.extend parsed each value), records built positionally, energy_summary in numpy (np.cumsum
+keeps the order). What is left: ~30k exact cost-model calls (terms of cost/ops.py, the power
+model's GpuWork), ~10 us of Python per step (plan, memo, commit, complete), records and the
+summary (~1 s of 6), a fleet's router and next-event heap (~10 % of a fleet run).
 `--profile` prints the functions with
 the most own time.
 
@@ -28,6 +31,8 @@ the most own time.
         [--api-server-processes N]   (the serving front end as a resource: sim/frontend.py)
         [--spec-decode mtp:1]        (speculative decoding, one replica: sim/specdecode.py; the
                                       offered rate stays 80 % of plain decode's capacity)
+        [--disaggregate 1p3d]        (prefill/decode workers, sim/disagg.py: 80 % of one
+                                      replica's capacity per decode worker)
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import pstats
 import resource
 import time
 
-from tokenprobe.cost import SpecDecode, make_deployment
+from tokenprobe.cost import SpecDecode, Split, make_deployment
 from tokenprobe.sim import simulate, simulate_fleet
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
@@ -64,17 +69,23 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--api-server-processes", type=int, default=None)
     parser.add_argument("--spec-decode", default=None)
+    parser.add_argument("--disaggregate", default=None)
     args = parser.parse_args()
     spec = None if args.spec_decode is None else SpecDecode.parse(args.spec_decode)
+    split = None if args.disaggregate is None else Split.parse(args.disaggregate)
     capacity = capacity_requests_per_s()
-    rate = args.load * capacity * args.replicas
-    target_s = 6.0 if args.replicas == 1 else 60.0  # issue 17 item 7
+    # the fleet's offered rate: per replica, or per decode worker (the prefill workers' share)
+    rate = args.load * capacity * (args.replicas if split is None else split.decode)
+    target_s = 6.0 if args.replicas == 1 and split is None else 60.0  # issue 17 item 7
     chat = Workload(Arrival("poisson", rate_per_s=rate), INPUT, OUTPUT, args.requests, name="chat")
     profiler = cProfile.Profile() if args.profile else None
     t0, c0 = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
-    if args.replicas == 1:
+    if split is not None:
+        dep = make_deployment(MODEL, GPU)
+        out = simulate_fleet(dep, chat, disaggregate=args.disaggregate, spec_decode=spec).to_dict()
+    elif args.replicas == 1:
         out = simulate(
             MODEL, GPU, workload=chat, seed=0, api_server_processes=args.api_server_processes,
             spec_decode=spec,
@@ -98,6 +109,7 @@ def main() -> None:
                 "replicas": args.replicas,
                 "api_server_processes": args.api_server_processes,
                 "spec_decode": args.spec_decode,
+                "disaggregate": args.disaggregate,
                 "capacity_requests_per_s": round(capacity, 3),
                 "offered_requests_per_s": round(rate, 3),
                 "achieved_requests_per_s": out["requests_per_s"],

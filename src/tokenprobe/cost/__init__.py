@@ -73,6 +73,7 @@ from tokenprobe.cost.step import (
     op_costs,
     power_cap_w,
     step_cost,
+    step_time_energy,
 )
 from tokenprobe.cost.thermal import Thermal, idle_power_at_w, thermal
 from tokenprobe.cost.vllm_mla_era import VLLM_FULL_KV_RULE, VLLM_MLA_2025H1_RULE, vllm_mla_rule
@@ -152,6 +153,7 @@ __all__ = [
     "state_blocks_per_seq",
     "state_bytes_per_seq_per_gpu",
     "step_cost",
+    "step_time_energy",
     "thermal",
     "transfer_time_s",
     "verify_rows",

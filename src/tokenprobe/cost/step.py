@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -105,8 +106,7 @@ class StepCost:
 
 
 def terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
-    yield from layer_terms(dep, shape)
-    yield from head_terms(dep, shape)
+    return chain(layer_terms(dep, shape), head_terms(dep, shape))
 
 
 # GEMM rows between which the tensor-core efficiency climbs from `compute_decode` to
@@ -190,6 +190,55 @@ def flop_rate_scales(dep: Deployment) -> dict[str, float]:
     return {op: scale for op, scale in scales.items() if scale != 1}
 
 
+@dataclass(frozen=True, slots=True)
+class StepConstants:
+    """What the price of a step derives from its Deployment alone, worked out once per
+    deployment (`step_constants`) instead of on every step: the simulator prices 10^4-10^5
+    steps exactly per run on one deployment. The same values the functions above return, so a
+    step costs exactly what it did without them (tests/cost/test_step_constants.py)."""
+
+    special: dict[str, float]  # special_byte_rates
+    fscale: dict[str, float]  # flop_rate_scales
+    alpha: float  # Efficiency.kernel_overhead_s
+    quantized_moe_scale: float
+    cap_w: float  # power_cap_w
+    capped: bool  # cap below the TDP: the step may run at a lower clock
+    no_comm: bool  # no all-reduce, EP exchange, pipeline send or offload: comm and link bytes 0
+    figures: EnergyFigures
+    die_dynamic_w: float
+    dequant_ops_per_element: float  # CUDA-core ops per expert weight element read (dequant_ops)
+    rates: dict[float, tuple[float, float]]  # `rates` by GEMM rows, filled as steps ask
+
+
+def step_constants(dep: Deployment) -> StepConstants:
+    """`dep`'s StepConstants, kept on the (frozen, so unchanging) Deployment as
+    `ops.group_coeffs` keeps its layer coefficients."""
+    cached: StepConstants | None = dep.__dict__.get("_step_constants")
+    if cached is None:
+        cached = _constants(dep)
+        object.__setattr__(dep, "_step_constants", cached)
+    return cached
+
+
+def _constants(dep: Deployment) -> StepConstants:
+    _, allreduces, _, a2a_count = _comm_volumes(dep, BatchShape(decode_seqs=1))
+    figures = energy_figures(dep.gpu)
+    cap_w = power_cap_w(dep)
+    return StepConstants(
+        special=special_byte_rates(dep),
+        fscale=flop_rate_scales(dep),
+        alpha=dep.efficiency.kernel_overhead_s,
+        quantized_moe_scale=_quantized_moe_scale(dep),
+        cap_w=cap_w,
+        capped=cap_w < dep.gpu.tdp_w,
+        no_comm=not (allreduces or a2a_count or dep.pp > 1 or dep.cpu_offload_bytes > 0),
+        figures=figures,
+        die_dynamic_w=figures.die_dynamic_w(dep.gpu),
+        dequant_ops_per_element=_dequant_ops_per_element(dep, figures),
+        rates={},
+    )
+
+
 def op_costs(dep: Deployment, shape: BatchShape, clock_fraction: float = 1.0) -> list[OpCost]:
     """Per-operator detail of a step (for reports, the roofline plot and attribution)."""
     out = []
@@ -205,15 +254,23 @@ def _op_times(
     dep: Deployment, shape: BatchShape, clock_fraction: float
 ) -> Iterator[tuple[str, float, float, float, float, float, float]]:
     """(name, layers, flop, bytes, compute_s, memory_s, kernel_overhead_s) per layer."""
-    flop_rate, byte_rate = rates(dep, shape.tokens)
+    k = step_constants(dep)
+    rows = shape.tokens
+    if isinstance(rows, (int, float)):  # a step's rates by its rows, kept with the constants
+        rated = k.rates.get(rows)
+        if rated is None:
+            rated = k.rates[rows] = rates(dep, rows)
+        flop_rate, byte_rate = rated
+    else:
+        flop_rate, byte_rate = rates(dep, rows)
     flop_rate *= clock_fraction
     # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
     mem_scale = clock_fraction**dep.power.memory_clock_sensitivity
     byte_rate *= mem_scale
-    special, fscale = special_byte_rates(dep), flop_rate_scales(dep)
-    alpha = dep.efficiency.kernel_overhead_s
+    special, fscale, alpha = k.special, k.fscale, k.alpha
+    base_byte_rate = byte_rate / mem_scale  # the operators without a rate of their own
     for name, n, flop, nbytes, kernels in terms(dep, shape):
-        tm = nbytes / (special.get(name, byte_rate / mem_scale) * mem_scale)
+        tm = nbytes / (special.get(name, base_byte_rate) * mem_scale)
         tc = flop / (flop_rate * fscale.get(name, 1.0))
         yield name, n, flop, nbytes, tc, tm, kernels * alpha
 
@@ -313,15 +370,32 @@ def link_bytes(dep: Deployment, shape: BatchShape) -> Any:
 def step_cost(dep: Deployment, shape: BatchShape) -> StepCost:
     """Roofline time, power and energy of one step of `shape` on deployment `dep`. Under a power
     limit the clock falls until the work fits (cost.energy's DVFS law) and the step stretches."""
-    cost, wanted_w = _step_at_clock(dep, shape, 1.0)
-    cap_w = power_cap_w(dep)
-    if cap_w < dep.gpu.tdp_w and cost.power_w >= cap_w:  # the work asks more than the cap allows
+    return StepCost(*_step_figures(dep, shape))
+
+
+def step_time_energy(dep: Deployment, shape: BatchShape) -> tuple[float, float]:
+    """`step_cost`'s time_s and energy_j, without building the StepCost (the simulator's exact
+    steps: 10^4-10^5 a run)."""
+    figures = _step_figures(dep, shape)
+    return figures[0], figures[_ENERGY]
+
+
+# _step_at_clock's figures come as a tuple in StepCost's field order (one StepCost per call of
+# step_cost only: building the frozen dataclass took a tenth of an exact step's price)
+_POWER, _ENERGY = 9, 10
+_Figures = tuple[float, float, float, float, float, float, float, float, float, float, float, float]
+
+
+def _step_figures(dep: Deployment, shape: BatchShape) -> _Figures:
+    figures, wanted_w = _step_at_clock(dep, shape, 1.0)
+    k = step_constants(dep)
+    if k.capped and figures[_POWER] >= k.cap_w:  # the work asks more than the cap allows
         # Efficiencies are fitted at the TDP, where large GEMMs already run power-limited; only
         # the cap's cut below what the work draws at the TDP slows the clock further.
-        f = dep.power.clock_fraction(dep.gpu.idle_w, min(dep.gpu.tdp_w, wanted_w), cap_w)
+        f = dep.power.clock_fraction(dep.gpu.idle_w, min(dep.gpu.tdp_w, wanted_w), k.cap_w)
         if f < 1.0:
-            cost, _ = _step_at_clock(dep, shape, f)
-    return cost
+            figures, _ = _step_at_clock(dep, shape, f)
+    return figures
 
 
 def power_cap_w(dep: Deployment) -> float:
@@ -332,8 +406,9 @@ def power_cap_w(dep: Deployment) -> float:
 
 def _step_at_clock(
     dep: Deployment, shape: BatchShape, clock_fraction: float
-) -> tuple[StepCost, float]:
-    """The step at `clock_fraction` of full clock, its power capped; and the power it asks."""
+) -> tuple[_Figures, float]:
+    """The step at `clock_fraction` of full clock, its power capped (StepCost's fields); and
+    the power it asks. The deployment's constants come from `step_constants`."""
     compute_s = memory_s = kernel_s = busy_c = busy_m = flop = nbytes = 0.0
     experts_s = 0.0
     for name, n, op_flop, op_bytes, tc, tm, tk in _op_times(dep, shape, clock_fraction):
@@ -350,37 +425,43 @@ def _step_at_clock(
         busy_m += n * tm
         flop += n * op_flop
         nbytes += n * op_bytes
+    k = step_constants(dep)
     pp, step_overhead_s = dep.pp, host_time_s(dep, shape)
     # one pass crosses every stage: stage work repeats pp times in the latency, once per GPU
+    gpu_s = (compute_s + memory_s + kernel_s) * pp
     # two-batch overlap hides the EP exchange under the GPU work (cost/epcomm.py)
-    comm_s = exposed_comm_s(dep, shape, (compute_s + memory_s + kernel_s) * pp)
-    time_s = (compute_s + memory_s + kernel_s) * pp + comm_s + step_overhead_s
+    comm_s = 0.0 if k.no_comm else exposed_comm_s(dep, shape, gpu_s)
+    time_s = gpu_s + comm_s + step_overhead_s
     u_c, u_m = min(1.0, busy_c / time_s), min(1.0, busy_m / time_s)
-    cost = StepCost(
-        time_s=time_s,
-        compute_s=compute_s * pp,
-        memory_s=memory_s * pp,
-        comm_s=comm_s,
-        overhead_s=kernel_s * pp + step_overhead_s,
-        flop=flop,
-        hbm_bytes=nbytes,
-        compute_util=u_c,
-        memory_util=u_m,
-        power_w=0.0,
-        energy_j=0.0,
-        clock_fraction=clock_fraction,
-    )
     # the part of the expert kernels' time that quantized weights add is instruction issue
-    issue_s = experts_s * (1.0 - _quantized_moe_scale(dep)) if experts_s else 0.0
-    wanted_w = _power_w(dep, shape, cost, clock_fraction, issue_s)
-    power_w = min(power_cap_w(dep), wanted_w)
-    return replace(cost, power_w=power_w, energy_j=power_w * time_s * dep.num_gpus), wanted_w
+    issue_s = experts_s * (1.0 - k.quantized_moe_scale) if experts_s else 0.0
+    wanted_w = _power_w(dep, shape, k, time_s, comm_s, u_c, nbytes, clock_fraction, issue_s)
+    power_w = min(k.cap_w, wanted_w)
+    figures = (
+        time_s,
+        compute_s * pp,  # compute_s
+        memory_s * pp,  # memory_s
+        comm_s,
+        kernel_s * pp + step_overhead_s,  # overhead_s
+        flop,
+        nbytes,  # hbm_bytes
+        u_c,  # compute_util
+        u_m,  # memory_util
+        power_w,
+        power_w * time_s * dep.num_gpus,  # energy_j
+        clock_fraction,
+    )
+    return figures, wanted_w
 
 
 def _power_w(
     dep: Deployment,
     shape: BatchShape,
-    cost: StepCost,
+    k: StepConstants,
+    time_s: float,
+    comm_s: float,
+    compute_util: float,
+    hbm_bytes: float,
     clock_fraction: float,
     issue_s: float,
 ) -> float:
@@ -389,23 +470,24 @@ def _power_w(
     (0.1-1 ms) are far shorter than the time the driver takes to drop the clocks, so the busy
     power is paid through them. `issue_s`: kernel time bound by instruction issue (the quantized
     MoE kernels' share beyond a 16-bit kernel's, cost.energy)."""
-    busy_s = (cost.time_s - cost.comm_s) / dep.pp + cost.comm_s
+    busy_s = (time_s - comm_s) / dep.pp + comm_s
     # tensor work: the FLOP the compute time amounts to at the peak rate (cost.energy)
-    tensor_flop = cost.compute_util * cost.time_s * dep.peak_flop_per_s * clock_fraction
-    figures = energy_figures(dep.gpu)
-    work = GpuWork(
-        dtype=dep.compute_dtype,
-        flop=tensor_flop,
-        hbm_bytes=cost.hbm_bytes,
-        link_bytes=link_bytes(dep, shape),
-        time_s=cost.time_s,
-        busy_s=busy_s,
-        idle_w=dep.gpu.idle_w,
-        die_dynamic_w=figures.die_dynamic_w(dep.gpu),
-        cuda_ops=dequant_ops(dep, shape, figures),
-        issue_s=issue_s,
+    tensor_flop = compute_util * time_s * dep.peak_flop_per_s * clock_fraction
+    per_element = k.dequant_ops_per_element
+    work = GpuWork(  # positional (faster): dtype, flop, hbm and link bytes, time, busy, ...
+        dep.compute_dtype,
+        tensor_flop,
+        hbm_bytes,
+        0.0 if k.no_comm else link_bytes(dep, shape),
+        time_s,
+        busy_s,
+        dep.gpu.idle_w,
+        k.die_dynamic_w,  # die_dynamic_w
+        None,  # temp_c: the reference temperature
+        per_element * expert_weight_elements(dep, shape) if per_element else 0.0,  # cuda_ops
+        issue_s,
     )
-    return dep.power.power_w(work, figures, clock_fraction)
+    return dep.power.power_w(work, k.figures, clock_fraction)
 
 
 def dequant_ops(dep: Deployment, shape: BatchShape, figures: EnergyFigures) -> Any:
@@ -414,13 +496,19 @@ def dequant_ops(dep: Deployment, shape: BatchShape, figures: EnergyFigures) -> A
     per expert weight element read; 0 where the tensor cores take the weights as stored. Only
     routed experts: the MXFP4 checkpoints quantize the MoE weights and keep attention in 16 bits
     (OpenAI gpt-oss model card: "quantization of the MoE weights to MXFP4")."""
+    ops = _dequant_ops_per_element(dep, figures)
+    return ops * expert_weight_elements(dep, shape) if ops else 0.0
+
+
+def _dequant_ops_per_element(dep: Deployment, figures: EnergyFigures) -> float:
+    """CUDA-core instructions per routed-expert weight element read (`dequant_ops`); 0.0 for a
+    dense model or weights the tensor cores take as stored."""
     if dep.model.moe is None or not figures.dequant_ops_per_element:
-        return 0.0  # the simulator's per-step path: no dtype lookups for dense models
+        return 0.0
     per_element_j = figures.dequant_j_per_element(dep.weight_dtype.name, dep.compute_dtype)
     if per_element_j <= 0:
         return 0.0
-    ops = per_element_j / figures.cuda_op_j
-    return ops * expert_weight_elements(dep, shape)
+    return per_element_j / figures.cuda_op_j
 
 
 def idle_power_w(dep: Deployment) -> float:

@@ -8,7 +8,7 @@ from its memory model (`kv_capacity_tokens` at `gpu_memory_utilization`), in blo
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from tokenprobe.cost import (
     kv_capacity_tokens,
     make_deployment,
     state_blocks_per_seq,
-    step_cost,
+    step_time_energy,
 )
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import HostSpec, get_host
@@ -57,15 +57,9 @@ def cost_step_fn(dep: Deployment) -> StepFn:
     """The cost model as the engine's step function: (time_s, energy_j of all GPUs)."""
 
     def step(plan: StepPlan) -> tuple[float, float]:
-        shape = BatchShape(
-            plan.prefill_tokens,
-            plan.prefill_attn_pairs,
-            plan.prefill_seqs,
-            plan.decode_seqs,
-            plan.decode_context_tokens,
-        )
-        cost = step_cost(dep, shape)
-        return cost.time_s, cost.energy_j
+        # a plan has BatchShape's fields and properties (and counts >= 0 by construction): the
+        # cost model reads it as it is, without a BatchShape built and checked per step
+        return step_time_energy(dep, cast(BatchShape, plan))
 
     return step
 

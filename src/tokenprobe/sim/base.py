@@ -131,6 +131,11 @@ class StepPlan(NamedTuple):
     def batch_size(self) -> int:
         return self.prefill_seqs + self.decode_seqs
 
+    @property
+    def logit_rows(self) -> int:
+        """BatchShape's: so the cost model prices a plan as it is (sim/api.py cost_step_fn)."""
+        return self.prefill_seqs + self.decode_seqs
+
 
 class Scheduler(Protocol):
     """A server's scheduling policy over one KV `pool`, recording steps in `ledger`."""

@@ -79,7 +79,7 @@ class Router:
         self.sent += 1
         if self.policy == "round-robin":
             return (self.sent - 1) % self.replicas
-        least = min(range(self.replicas), key=loads.__getitem__)
+        least = loads.index(min(loads))  # the first of the least loaded
         if self.policy == "least-loaded":
             return least
         hi, lo = max(loads), loads[least]
@@ -342,12 +342,14 @@ class NextEvents:
 
     def advance(self, t_s: float) -> None:
         """Every engine with an event before `t_s` advanced to that instant."""
-        heap, version = self._heap, self._version
+        heap, version, engines = self._heap, self._version, self.engines
         while heap and heap[0][0] < t_s:
-            _, i, v = heapq.heappop(heap)
-            if v == version[i]:
-                self.engines[i].run_until(t_s)
-                self.moved(i)
+            _, i, v = heap[0]
+            if v != version[i]:  # stale: the engine has a later entry
+                heapq.heappop(heap)
+                continue
+            # the live entry of engine i, moved to its next event (one sift, not two)
+            heapq.heapreplace(heap, (engines[i].run_until(t_s), i, v))
 
 
 def fleet_run(
@@ -403,12 +405,13 @@ def run_cluster(
     )  # fmt: skip
     engines, pools = [e for e, _ in opened], [p for _, p in opened]
     front = NextEvents(engines)
+    pick, advance, moved = choose.pick, front.advance, front.moved
     with gc_paused():
-        for spec in requests:
-            front.advance(spec.arrival_s)
-            target = choose.pick(spec, [e.outstanding for e in engines])
+        for spec in requests:  # the hot loop of a fleet: once per request
+            advance(spec.arrival_s)
+            target = pick(spec, [e.outstanding for e in engines])
             engines[target].submit(spec)
-            front.moved(target)
+            moved(target)
         for engine in engines:
             engine.run_until(math.inf)
     per_replica = max(1, -(-trace_requests // replicas))
@@ -416,8 +419,9 @@ def run_cluster(
     for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):
         result = engine.finish()
         records = build_records(result, per_replica, pool.prefix_caching)
+        replica = float(index)  # one float object for all its records (10^6 in a fleet)
         for record in records:
-            record.extra["replica"] = float(index)
+            record.extra["replica"] = replica
         parts.append(
             SimResult(
                 config=dict(meta or {}),

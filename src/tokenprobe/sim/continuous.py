@@ -37,6 +37,8 @@ from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SchedulerConfig, StepPlan, 
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
 
+_new_plan = tuple.__new__
+
 
 class ContinuousScheduler:
     """vLLM-v1-like continuous batching (see the module docstring)."""
@@ -87,12 +89,13 @@ class ContinuousScheduler:
     # ------------------------------------------------------------ planning
 
     def plan(self, step: int, now_s: float) -> StepPlan | None:
-        self._chunks = []
+        if self._chunks:  # (empty after every completed step: no new list per step)
+            self._chunks = []
         preempted = self._allocate_decode(step)
         if not (preempted or self.prefilling or self.waiting):  # decode only: most steps
             self.wake_s = None
-            n = self._n_dec
-            return StepPlan(0, 0.0, 0, n, self._ctx_offset + n * step) if n else None
+            n = self._n_dec  # (the tuple built without the NamedTuple's Python __new__)
+            return _new_plan(StepPlan, (0, 0.0, 0, n, self._ctx_offset + n * step)) if n else None
         # preemption frees budget
         budget = self.config.max_num_batched_tokens - self._n_dec - self._draft_rows
         if self.prefilling:
@@ -141,13 +144,13 @@ class ContinuousScheduler:
 
     def _allocate_decode(self, step: int) -> bool:
         """Blocks for this step's decode tokens; preempt the newest running requests if short."""
-        self._decode_allocated = False
-        preempted = False
-        phase = step % self.config.block_size
+        phase = step % len(self._phase)
         need = self._phase[phase] if self._n_dec else 0
         if need == 0:
             self._decode_allocated = True
             return False
+        self._decode_allocated = False
+        preempted = False
         while need > self.pool.free_blocks:
             victim = self._newest_running()
             if (
@@ -252,13 +255,8 @@ class ContinuousScheduler:
         for seq, n in self._chunks:
             prefill_tokens += n
             pairs += n * (seq.computed + (n + 1) / 2)
-        return StepPlan(
-            prefill_tokens=prefill_tokens,
-            prefill_attn_pairs=pairs,
-            prefill_seqs=len(self._chunks),
-            decode_seqs=self._n_dec,
-            decode_context_tokens=self._ctx_offset + self._n_dec * step,
-        )
+        ctx = self._ctx_offset + self._n_dec * step  # StepPlan's fields, in order:
+        return _new_plan(StepPlan, (prefill_tokens, pairs, len(self._chunks), self._n_dec, ctx))
 
     # ------------------------------------------------------------ preemption
 
@@ -333,7 +331,7 @@ class ContinuousScheduler:
         if seq.first_token_s is None:
             seq.first_token_s = end_s
         self._publish_prefix(seq)
-        if seq.generated >= seq.output_tokens:
+        if seq.generated >= seq.spec.output_tokens:
             seq.segments.append((step, step))
             self._release(seq, self.pool.seq_blocks(seq.target))
             seq.finish_s = end_s
@@ -348,7 +346,7 @@ class ContinuousScheduler:
         self._ctx_offset += seq.target - seq.dec_start
         if not self._reserve:  # reserved requests need no block as they decode
             self._phase[(seq.dec_start - seq.target) % len(self._phase)] += 1
-        last = seq.dec_start + (seq.output_tokens - seq.generated) - 1
+        last = seq.dec_start + (seq.spec.output_tokens - seq.generated) - 1
         heapq.heappush(self._finish_heap, (last, seq.idx, seq.version))
 
     def _publish_prefix(self, seq: Seq) -> None:

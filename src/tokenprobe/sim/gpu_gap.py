@@ -58,6 +58,8 @@ def split_step(
         return 0.0, mean_w, mean_w, energy_j
     if gap_s >= time_s:
         return time_s, mean_w, mean_w, energy_j
-    gap_w = min(gap_w, mean_w)
-    kernel_w = min(max_w, (energy_j - gap_w * gap_s) / (time_s - gap_s))
+    if mean_w < gap_w:  # (comparisons, not min(): this runs once per simulated step)
+        gap_w = mean_w
+    kernel_w = (energy_j - gap_w * gap_s) / (time_s - gap_s)
+    kernel_w = kernel_w if kernel_w < max_w else max_w
     return gap_s, gap_w, kernel_w, gap_w * gap_s + kernel_w * (time_s - gap_s)
