@@ -60,7 +60,13 @@ One profile per engine and era the data separates (see calibrate/observations.py
   2026: fitted throughput 18.4 -> 10.7 %, held-out offline 5.2 -> 16.2 %: the kernel
   efficiencies were fitted against the larger room and want a refit). SGLang 0.4 prices its
   prefill pairs in the absorbed latent form (`Efficiency.mla_absorbed_prefill` = 1, from its
-  code), its errors re-recorded with `--rerecord`, parameters kept.
+  code), its errors re-recorded with `--rerecord`, parameters kept. Since SGLang 0.4's
+  --enable-dp-attention rows run as ranks that each schedule their own requests (sim/sglang_dp.py,
+  a closed loop of users: sim/gang_feed.py), a rank's prompt prefills alone on its GPU and the
+  rows identify the absorbed kernel's rate: `mla_latent_prefill` is refitted alone, starting from
+  the shipped profile (Dec 2026: from 1 the local search stopped at 0.91, objective 0.463; the
+  same objective over 0.02, 0.03, 0.045, 0.1 and 0.91 is lowest at 0.03, 0.244, which ships, and a
+  rerun starts there).
 A GEMM's rate cannot fall as its rows grow (cost/step.py `rates` ramps from `compute_decode` at
 128 rows to `compute_prefill` at 2048). A fit that ends with `compute_decode` above
 `compute_prefill` had data that could not tell them apart (on AMD's tables tying them moves no
@@ -212,20 +218,23 @@ PROFILES: dict[str, dict[str, Any]] = {
             "holdout": holdout,
             "version": version,
             "engine": name.split("-")[0],
-            "start": name.split("-")[0],
+            "start": start,
             "tie_start": True,
             "parameters": parameters,
         }
-        for name, holdout, version, parameters in (
+        for name, holdout, version, parameters, start in (
             (
                 "sglang-2025h1",
                 ["dstack_online_sglang-2025h1"],
                 "0.4.1 (SGLang repo DeepSeek-V3) and 0.4.3 offline (dstack); "
                 "held out: 0.4.3 online (dstack)",
-                # SGLang 0.4's --enable-dp-attention turns the overlap scheduler off and caps
-                # CUDA graphs at batch 96 (server_args.py): host work per step and per sequence
-                # is no longer hidden behind the GPU
-                ["mla_attention", "fp8_moe", "step_overhead_s", "seq_overhead_s"],
+                # the absorbed-form prefill kernel's rate (`mla_latent_prefill`), which the
+                # DP-attention rows identify once each rank schedules its own requests
+                # (sim/sglang_dp.py), refitted alone from the shipped parameters (fitted before
+                # from `sglang`: mla_attention, fp8_moe, step_overhead_s, seq_overhead_s; a
+                # five-parameter refit costs ~6 evaluations an iteration, ~1 min each here)
+                ["mla_latent_prefill"],
+                "sglang-2025h1",
             ),
             (
                 "vllm-2025h1",
@@ -234,6 +243,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 # (adding step_overhead_s, for vLLM 0.7's V0 engine loop, was tried: it fits
                 # 1.2 ms and moves no figure by more than 1.5 points)
                 ["mla_attention", "fp8_moe"],
+                "vllm",
             ),
         )
     },

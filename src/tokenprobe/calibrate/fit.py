@@ -56,6 +56,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "fp8_moe": (0.2, 1.0),
     "moe_compute": (0.1, 1.0),
     "mla_attention": (0.05, 1.0),
+    # the absorbed-form MLA prefill kernel's rate (SGLang 0.4's Triton extend over the 576-wide
+    # latent): a few % of the dense rate is where sglang-2025h1's DP-attention rows put it
+    "mla_latent_prefill": (0.01, 1.0),
     "routing_skew": (0.0, 2.0),
     "link": (0.2, 1.0),
     "kernel_overhead_s": (0.0, 40 * MICRO),
@@ -73,7 +76,7 @@ ProgressFn = Callable[[int, int], None]
 
 # fitted only when named (an era profile's kernels, `mla_attention` on MLA rows): every other
 # row is blind to it, and a default fit would pay one more evaluation per iteration for nothing
-NAMED_ONLY = frozenset({"mla_attention", "mixed_step_overhead_s"})
+NAMED_ONLY = frozenset({"mla_attention", "mixed_step_overhead_s", "mla_latent_prefill"})
 DEFAULT_PARAMETERS = tuple(k for k in BOUNDS if k not in NAMED_ONLY)
 DERIVED_METRICS = frozenset({"energy_per_output_token"})
 POWER_METRICS = frozenset({"power_per_gpu", "power_total"})

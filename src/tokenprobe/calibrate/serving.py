@@ -39,10 +39,14 @@ another GPU's figures (benchmarks/data/README.md) and are left out.
 The KV cache is 16-bit unless the command passes --kv-cache-dtype fp8 (vLLM's and SGLang's
 "auto" is the model's activation dtype, also for FP8 checkpoints). MoE rows with ep > 1 spread
 experts over the TP GPUs with tensor-parallel attention; SGLang data-parallel attention rows
-(dp > 1) are skipped, as are speculative-decoding runs (the sources leave them out) and runs
-of at most `MIN_OUTPUT_TOKENS` output tokens per request (GPUStack's 128/4 runs: 1000 requests
-of 4 tokens finish at 44 requests/s on vLLM, a rate set by the API server's CPU per request,
-which the simulator does not model; `estimate` prices host CPU separately, E8).
+(dp > 1) are skipped unless the source's mapper asks for them (`dp_attention`: then each rank
+schedules its own requests and the ranks step together, `simulate_fleet(dp=N)`, round-robin as
+SGLang's DataParallelController sends them; SGLang 0.4 rows get that version's chunk default and
+its --enable-dp-attention settings, sim/sglang_dp.py), as are speculative-decoding runs (the
+sources leave them out) and runs of at most `MIN_OUTPUT_TOKENS` output tokens per request
+(GPUStack's 128/4 runs: 1000 requests of 4 tokens finish at 44 requests/s on vLLM, a rate set
+by the API server's CPU per request, which the simulator does not model; `estimate` prices host
+CPU separately, E8).
 """
 
 from __future__ import annotations
@@ -69,7 +73,10 @@ from tokenprobe.sim import (
     SchedulerConfig,
     engine_defaults,
     engine_preset,
+    is_sglang_04,
+    sglang_04_scheduler,
     simulate,
+    simulate_fleet,
     vllm_version_defaults,
 )
 from tokenprobe.units import MILLI
@@ -187,12 +194,18 @@ def _arrival(row: Mapping[str, str]) -> tuple[str, Arrival]:
 def _serve(
     dep: Deployment, workload: Workload, config: SchedulerConfig, trace: int = 0
 ) -> dict[str, float]:
-    # every step priced exactly (no StepMemo interpolation): a fit's residuals near its minimum
-    # are of the memo's size (<= 0.5 %), and the shipped profiles were fitted this way
-    result = simulate(
-        deployment=dep, workload=workload, config=config, trace_requests=trace, exact_steps=True
-    )
-    s = result.summary()
+    if dep.attention_dp:  # its ranks each schedule their own requests (sim/sglang_dp.py)
+        fleet = simulate_fleet(
+            dep, workload, dp=dep.dp, router="round-robin", config=config, trace_requests=trace
+        )
+        s = fleet.to_dict()
+    else:
+        # every step priced exactly (no StepMemo interpolation): a fit's residuals near its
+        # minimum are of the memo's size (<= 0.5 %), and the shipped profiles were fitted so
+        result = simulate(
+            deployment=dep, workload=workload, config=config, trace_requests=trace, exact_steps=True
+        )
+        s = result.summary()
     out = {"output_throughput": float(s["output_tokens_per_s"])}
     for metric, key in (
         ("ttft_median", "ttft_s"),
@@ -244,7 +257,13 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     if not measured:
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
-    config = scheduler_for(engine, dep, notes, row.get("engine_version", ""))
+    version = row.get("engine_version", "")
+    config = scheduler_for(engine, dep, notes, version)
+    if engine_preset(engine).name == "sglang" and is_sglang_04(version):
+        chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
+        config = sglang_04_scheduler(
+            config, dep.gpu, dp_attention=dp > 1, chunk_flag=chunk_flag is not None
+        )
     require_kv_room(dep, config, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"

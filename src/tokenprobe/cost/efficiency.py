@@ -85,8 +85,11 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   to the dense GEMMs at the same rows (only read where `mla_absorbed_prefill` > 0): SGLang 0.4's
   Triton extend kernel over the 576-wide latent, which PR #5113 found to be the bottleneck of
   long prefills ("Profiling revealed that the attention kernel's slow runtime is the primary
-  bottleneck"). 1 (no penalty) until rows identify it: the `sglang-2025h1` notes say why its
-  fitted rows do not.
+  bottleneck"). 1 (no penalty) unless a profile fits it: `sglang-2025h1` 0.03, fitted on its
+  fitted rows; the SGLang repo's v0.4.1 DeepSeek-V3 runs identify it once each
+  --enable-dp-attention rank prefills its own prompts over all 128 heads on one GPU
+  (sim/sglang_dp.py), and the held-out dstack H200 online runs then read TTFT ~3.5 s for one
+  3,200-token prompt a rank, as measured (the profile's notes have the figures).
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's

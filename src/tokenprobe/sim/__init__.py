@@ -12,6 +12,8 @@ cluster.py     data-parallel replicas behind a router (round-robin, least-loaded
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
 pd_handoff.py  SGLang PD's handoff: router, decode pre-allocation, first token at the handoff
 dpep.py        data-parallel attention ranks stepping together through shared EP MoE layers
+gang_feed.py   the requests those ranks are sent: open loop, or a closed loop of users
+sglang_dp.py   SGLang 0.4's scheduler settings, and those of each --enable-dp-attention rank
 kv.py          the paged KV block pool and the shared-prefix cache
 result.py      records, timeline, energy accounting, the --json dictionary
 api.py         simulate(): deployment + workload -> SimResult
@@ -56,6 +58,7 @@ from tokenprobe.sim.runconfig import (
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.sim.sglang_dp import is_sglang_04, sglang_04_scheduler
 from tokenprobe.sim.vllm_v0 import (
     is_vllm_era,
     runs_v0,
@@ -96,6 +99,7 @@ __all__ = [
     "engine_defaults",
     "engine_preset",
     "get_scenario",
+    "is_sglang_04",
     "is_vllm_era",
     "max_rate_per_s",
     "meets_slos",
@@ -104,6 +108,7 @@ __all__ = [
     "runs_v0",
     "scheduler_name",
     "scheduler_of",
+    "sglang_04_scheduler",
     "simulate",
     "simulate_fleet",
     "spec_decode_of",

@@ -6,10 +6,12 @@ Each of the N ranks is a single-replica engine (its own scheduler, batch and KV 
 attention weights and the KV cache live per rank, on its t GPUs; the routed experts are spread
 over all the N·t GPUs), opened empty as cluster.py opens replicas, and requests reach the ranks
 through the same routers (vLLM's DP coordinator balances on the ranks' waiting and running
-counts, SGLang's router or its `round_robin` DP dispatch). Unlike replicas the ranks step
-together: every MoE layer is an all-to-all among them, so a step starts on every rank at once
-and ends when the slowest rank's own work and the shared MoE work for all ranks' tokens are
-done (cost/dpep.py: step = max_r work_r + shared). A rank with nothing to run computes a dummy
+counts, SGLang's router or its `round_robin` DP dispatch): open-loop arrivals, or a closed loop
+of users each sending its next request when its last one ends, whichever rank served it
+(sim/gang_feed.py). Unlike replicas the ranks step together: every MoE layer is an all-to-all
+among them, so a step starts on every rank at once and ends when the slowest rank's own work
+and the shared MoE work for all ranks' tokens are done (cost/dpep.py: step = max_r work_r +
+shared). A rank with nothing to run computes a dummy
 batch meanwhile (vLLM `execute_dummy_batch`), its GPUs busy, its energy counted as idle (it
 serves no request); the ranks idle only when none has work.
 
@@ -43,11 +45,12 @@ from tokenprobe.cost import (
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import Run, write_run
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
-from tokenprobe.sim.cluster import ClusterResult, Router, fleet_requests, open_engines
+from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
+from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.stepcache import DecodeMemo
-from tokenprobe.workload import RequestSpec, Workload
+from tokenprobe.workload import Workload
 
 MAX_RANKS = 1024
 _DUMMY = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
@@ -187,7 +190,7 @@ def run_dpep(
     is the KV pool of the whole deployment, split evenly over the ranks; `step_fn` prices a
     batch on the whole deployment (the power of a step)."""
     _check_ranks(dep, ranks)
-    requests = fleet_requests(workload, seed)
+    feed = GangFeed(workload, seed)  # open loop, or closed: sim/gang_feed.py
     per_rank_blocks = capacity_blocks // ranks
     if per_rank_blocks < 1:
         raise ConfigError(
@@ -201,7 +204,7 @@ def run_dpep(
     engines = [e for e, _ in opened]
     pricer = GangPricer(dep, step_fn)
     stats = [RankStats() for _ in range(ranks)]
-    busy_s, shared_s, steps = _gang_loop(requests, engines, Router(router, ranks), pricer, stats)
+    busy_s, shared_s, steps = _gang_loop(feed, engines, Router(router, ranks), pricer, stats)
     per_rank = max(1, -(-trace_requests // ranks))
     parts = []
     for index, (engine, pool) in enumerate(opened):
@@ -230,7 +233,7 @@ def run_dpep(
 
 
 def _gang_loop(
-    requests: list[RequestSpec],
+    feed: GangFeed,
     engines: list[Engine],
     router: Router,
     pricer: GangPricer,
@@ -238,18 +241,19 @@ def _gang_loop(
 ) -> tuple[float, float, int]:
     """Step the ranks together until every request is done (module docstring); returns the
     gang's (busy s, shared-MoE s, steps)."""
-    clock, i, n = 0.0, 0, len(requests)
+    clock = 0.0
     busy_s = shared_total = 0.0
     steps = 0
     while True:
-        i = _route(requests, i, engines, router, clock, inclusive=True)
+        feed.route(engines, router, clock, inclusive=True)
         for engine in engines:
             engine.apply_through(clock)
+        feed.finished(engines, clock)  # closed loop: a finish now sends its user's next request
+        if feed.next_s <= clock:
+            continue
         plans = [engine.plan_step() for engine in engines]
         if all(p is None for p in plans):
-            later = min(e.next_event_s() for e in engines)
-            if i < n:
-                later = min(later, requests[i].arrival_s)
+            later = min(min(e.next_event_s() for e in engines), feed.next_s)
             if later == math.inf:
                 return busy_s, shared_total, steps
             clock = later
@@ -268,32 +272,10 @@ def _gang_loop(
             else:
                 engine.start_planned(plan, time_s, share_j)
         # arrivals during the step: the loads change only at its end
-        i = _route(requests, i, engines, router, end, inclusive=False)
+        feed.route(engines, router, end, inclusive=False)
         for engine in engines:
             engine.apply_through(end)
         clock = end
         busy_s += time_s
         shared_total += shared
         steps += 1
-
-
-def _route(
-    requests: list[RequestSpec],
-    i: int,
-    engines: list[Engine],
-    router: Router,
-    until_s: float,
-    *,
-    inclusive: bool,
-) -> int:
-    """Submit the requests from `i` on that arrive before `until_s` (or at it, `inclusive`),
-    each to the rank the router picks from the ranks' outstanding requests; returns the next
-    index."""
-    n = len(requests)
-    while i < n and (
-        requests[i].arrival_s < until_s or (inclusive and requests[i].arrival_s == until_s)
-    ):
-        spec = requests[i]
-        engines[router.pick(spec, [e.outstanding for e in engines])].submit(spec)
-        i += 1
-    return i
