@@ -309,7 +309,7 @@ def test_pipeline_stages_split_the_state_by_layers() -> None:
 def test_tensor_parallel_all_reduces_follow_the_row_parallel_outputs() -> None:
     """One all-reduce per row-parallel matmul (Megatron-LM): Llama-3.1-8B's 32 layers have an
     o_proj and a down_proj each (64); Nemotron Nano's 56 blocks are one mixer or one MLP (56)."""
-    from tokenprobe.cost.step import comm_breakdown
+    from tokenprobe.cost.stepcomm import comm_breakdown
 
     shape = BatchShape.decode(8, 1000)
     llama = make_deployment("llama-3.1-8b", "h100-sxm", tp=2)

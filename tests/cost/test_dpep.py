@@ -20,7 +20,8 @@ from tokenprobe.cost import (
     step_cost,
 )
 from tokenprobe.cost.memory import weights_bytes_per_gpu
-from tokenprobe.cost.step import dispatch_volume, host_time_s
+from tokenprobe.cost.step import host_time_s
+from tokenprobe.cost.stepcomm import dispatch_volume
 from tokenprobe.errors import ConfigError
 
 

@@ -27,7 +27,8 @@ from tokenprobe.cost import (
 from tokenprobe.cost.comm import alltoall_parts_s
 from tokenprobe.cost.epexchange import copies_per_token, ep_exchange_s, exchange_parts_s, hop_bytes
 from tokenprobe.cost.memory import weights_bytes_per_gpu
-from tokenprobe.cost.step import comm_breakdown, host_time_s
+from tokenprobe.cost.step import host_time_s
+from tokenprobe.cost.stepcomm import comm_breakdown
 from tokenprobe.errors import ConfigError
 
 DEEPEP_TBO = EpComm(backend="deepep", overlap=True)

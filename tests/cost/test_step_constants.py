@@ -13,13 +13,12 @@ import pytest
 
 from tokenprobe.cost import BatchShape, Deployment, EpComm, make_deployment, step_cost
 from tokenprobe.cost.step import (
-    comm_time_s,
     flop_rate_scales,
-    link_bytes,
     power_cap_w,
     special_byte_rates,
     step_constants,
 )
+from tokenprobe.cost.stepcomm import comm_time_s, link_bytes
 
 
 def _deepseek_two_nodes() -> Deployment:

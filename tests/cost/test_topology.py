@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from tokenprobe.cli import app
 from tokenprobe.cost import BatchShape, Workload, make_deployment, step_cost
 from tokenprobe.cost.comm import allreduce_time_s, send_time_s
-from tokenprobe.cost.step import comm_breakdown
+from tokenprobe.cost.stepcomm import comm_breakdown
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.hardware import get_gpu, get_host, gpu_names, load_hardware_file
 from tokenprobe.plan import PlanRequest, candidates, fixed_lengths, whatif

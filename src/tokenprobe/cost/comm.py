@@ -182,7 +182,7 @@ def pipeline_send_s(dep: Deployment, n_bytes: Any) -> Any:
 def collective_breakdown(
     dep: Deployment, act_bytes: Any, allreduces: int, a2a_bytes: Any, a2a_count: int
 ) -> dict[str, Any]:
-    """Bytes and seconds of one pass's collectives (cost.step._comm_volumes gives the volumes),
+    """Bytes and seconds of one pass's collectives (cost.stepcomm.comm_volumes gives the volumes),
     and where the seconds go: `intra_domain_s` on the scale-up link, `inter_node_s` on the
     scale-out NICs (their sum is the pass's GPU-GPU time)."""
     # the all-reduces of one attention rank: its tokens over its GPUs (the whole batch over

@@ -48,11 +48,8 @@ from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.epexchange import exchange_layers, exchange_parts_s, overlapped_s
 from tokenprobe.cost.ops import EXPERT_EXCESS
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.step import (
-    host_time_s,
-    offload_step_s,
-    op_costs,
-)
+from tokenprobe.cost.step import host_time_s, op_costs
+from tokenprobe.cost.stepcomm import offload_step_s
 from tokenprobe.errors import ConfigError
 
 # run on the EP GPUs for every rank's tokens (the busiest GPU's excess rows too: ops.py)

@@ -29,7 +29,8 @@ from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, MemoryReport, m
 from tokenprobe.cost.network import network_stage
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import SpecDecode, spec_step, verify_shape
-from tokenprobe.cost.step import OpCost, StepCost, comm_breakdown, op_costs, step_cost
+from tokenprobe.cost.step import OpCost, StepCost, op_costs, step_cost
+from tokenprobe.cost.stepcomm import comm_breakdown
 from tokenprobe.cost.sweep import decode_step_time_grid
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import HostSpec, get_host

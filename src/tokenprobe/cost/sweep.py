@@ -20,13 +20,13 @@ from tokenprobe.cost.deployment import Deployment, make_deployment
 from tokenprobe.cost.memory import DEFAULT_BUDGET, MemoryBudget, memory_report
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import (
-    exposed_comm_s,
     flop_rate_scales,
     host_time_s,
     rates,
     special_byte_rates,
     terms,
 )
+from tokenprobe.cost.stepcomm import exposed_comm_s
 
 FloatArray = npt.NDArray[np.float64]
 
