@@ -86,12 +86,15 @@ keeps the defaults (the `vllm` H100 fit).
 `--power-only` refits just that part on the shipped profiles, leaving their time parameters.
 `--rerecord` keeps a shipped profile's parameters and recomputes its time error records (before:
 the fit's start; after: the shipped parameters), for a change of the model or the simulator
-that a refit is not wanted for (say why in the profile's notes).
+that a refit is not wanted for (say why in the profile's notes); `--rerecord-power` does the same
+for the power and energy records of a profile with its own [power] (before: the default [power]),
+on the rows `--power-only` fits (every power row on the fit's GPUs: no split to shift when rows
+are added, unlike a time split by run).
 
 Each profile records its parameters and its error before/after on the fitted and held-out sets.
 Prints a table, then one JSON line.
 Usage: python benchmarks/fit_profiles.py [--validation-dir D] [--only ENGINE] [--power-only]
-       [--rerecord] [--method auto|lm|robust] [--out-dir D]
+       [--rerecord | --rerecord-power] [--method auto|lm|robust] [--out-dir D]
 """
 
 from __future__ import annotations
@@ -270,12 +273,17 @@ def _power_errors(name: str, rows: list[Row], before: Params, after: Params) -> 
     return fit_errors(name, summarize(b), summarize(a))
 
 
+def _power_rows(rows: list[Row], profile: Profile) -> tuple[list[Row], list[Row]]:
+    """The profile's rows with power or energy measured: (on the power fit's GPUs, the rest)."""
+    mine = [r for r in rows if r.engine == profile.name and set(r.measured) & ENERGY_METRICS]
+    fitted = [r for r in mine if r.deployment.gpu.name in POWER_FIT_GPUS]
+    return fitted, [r for r in mine if r.deployment.gpu.name not in POWER_FIT_GPUS]
+
+
 def fit_power(rows: list[Row], profile: Profile) -> Profile:
     """The profile with its [power] parameters fitted on its engine's H100 power rows (times
     fixed) and its power/energy error records replaced: fitted (H100) and held out (others)."""
-    mine = [r for r in rows if r.engine == profile.name and set(r.measured) & ENERGY_METRICS]
-    fitted = [r for r in mine if r.deployment.gpu.name in POWER_FIT_GPUS]
-    held = [r for r in mine if r.deployment.gpu.name not in POWER_FIT_GPUS]
+    fitted, held = _power_rows(rows, profile)
     if not any(set(r.measured) & POWER_METRICS for r in fitted):
         return replace(profile, power=DEFAULT_POWER)  # no power measured on H100: the defaults
     start = Params(profile.efficiency, DEFAULT_POWER)  # the same start on every rerun
@@ -292,6 +300,20 @@ def fit_power(rows: list[Row], profile: Profile) -> Profile:
         parameters=(*params, *result.fitted),
         errors=tuple(errors),
     )
+
+
+def rerecord_power(rows: list[Row], profile: Profile) -> Profile:
+    """The profile with its power/energy error records recomputed at its own [power] on the rows
+    `fit_power` fits and holds out (before: the same start), parameters kept."""
+    fitted, held = _power_rows(rows, profile)
+    if not fitted:
+        return profile
+    start = Params(profile.efficiency, DEFAULT_POWER)
+    shipped = Params(profile.efficiency, profile.power)
+    errors = [e for e in profile.errors if e.metric not in ENERGY_METRICS]
+    errors += _power_errors("fitted", fitted, start, shipped)
+    errors += _power_errors("held_out", held, start, shipped) if held else []
+    return replace(profile, errors=tuple(errors))
 
 
 def _start(spec: dict[str, Any]) -> Params | None:
@@ -346,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         "--power-only", action="store_true", help="refit only [power] of the shipped profiles"
     )
     parser.add_argument(
+        "--rerecord-power",
+        action="store_true",
+        help="keep the shipped parameters, recompute the power and energy error records",
+    )
+    parser.add_argument(
         "--rerecord",
         action="store_true",
         help="keep the shipped parameters, recompute the time error records",
@@ -377,6 +404,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = [r for r in data.rows if r.engine == engine]
         if args.power_only and spec.get("fit") == "derive":
             continue  # its [power] is its start's (power_of)
+        if args.rerecord_power:
+            profile = rerecord_power(rows, load_profile(engine))
+            save_profile(profile, args.out_dir / f"{engine}.toml")
+            print(f"\n{engine}: power records re-recorded, {time.perf_counter() - t0:.0f} s")
+            _print_errors(profile)
+            continue
         if args.power_only:
             profile = fit_power(rows, load_profile(engine))
             save_profile(profile, args.out_dir / f"{engine}.toml")
