@@ -13,7 +13,7 @@ Second source (`--source mlenergy`): ML.ENERGY leaderboard v3 (vLLM 0.11.1, H100
 (model, GPUs, max_num_seqs) of a batch sweep, measured over a steady-state window. We run a closed
 loop of `max_num_seqs` users (so the batch stays as full as KV allows, as in the sweep) for three
 rounds, fixed output = the row's mean output length, input = the task's assumed mean prompt
-(`TASK_ISL` in tokenprobe.calibrate.sources, argued there: the leaderboard does not publish
+(`TASK_ISL` in tokenprobe.calibrate.mlenergy, argued there: the leaderboard does not publish
 inputs), and compare output tokens/s, median ITL and joules per output token (all energy /
 output tokens).
 
@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-from tokenprobe.calibrate.sources import TASK_ISL, TRT_MODELS
+from tokenprobe.calibrate.mlenergy import TASK_ISL
+from tokenprobe.calibrate.sources import TRT_MODELS
 from tokenprobe.cost import Deployment, kv_capacity_tokens, make_deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate

@@ -15,7 +15,7 @@ are skipped there ("data-parallel replicas", "data-parallel attention") and fitt
   row's `max_num_seqs` (512 at dp 8) is 64 a rank. Replayed as a closed loop of that many users
   (the open-loop stand-in of deployment_replay.closed_loop: C requests at t = 0, the rest at
   the rate that keeps C in flight by the run's own E2E), prompts of the task's assumed length
-  (calibrate.sources TASK_ISL) and the published mean output length; measured median ITL,
+  (calibrate.mlenergy TASK_ISL) and the published mean output length; measured median ITL,
   output tokens/s and J per output token.
 - GPUStack's SGLang runs with `--enable-dp-attention --dp-size 8` (benchmarks/data/
   gpustack_performance_lab.csv, dp > 1): mapped by calibrate.serving.serving_rows (its
@@ -47,6 +47,7 @@ from typing import Any
 
 from deployment_replay import closed_loop
 from tokenprobe.calibrate import load_profile, profile_name_for
+from tokenprobe.calibrate.mlenergy import MLENERGY_FIELDS, TASK_ISL
 from tokenprobe.calibrate.observations import (
     SkipRowError,
     engine_name,
@@ -57,7 +58,6 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
 )
 from tokenprobe.calibrate.serving import serving_rows
-from tokenprobe.calibrate.sources import MLENERGY_FIELDS, TASK_ISL
 from tokenprobe.cost import Deployment
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text

@@ -94,7 +94,7 @@ def test_a_csv_outside_the_schema_is_rejected(tmp_path: Path) -> None:
 def test_poisson_median_by_its_definition(mean: float, median: int) -> None:
     import math
 
-    from tokenprobe.calibrate.sources import poisson_median
+    from tokenprobe.calibrate.mlenergy import poisson_median
 
     assert poisson_median(mean) == median
     cdf = sum(math.exp(-mean) * mean**k / math.factorial(k) for k in range(median + 1))
@@ -138,7 +138,7 @@ def test_compound_poisson_exponential_median_agrees_with_a_seeded_monte_carlo(
     Exponential(size) tokens each; checked against 200k draws."""
     import numpy as np
 
-    from tokenprobe.calibrate.sources import compound_poisson_exp_median
+    from tokenprobe.calibrate.mlenergy import compound_poisson_exp_median
 
     rng = np.random.default_rng(7)
     n = rng.poisson(rate, 200_000)
@@ -147,7 +147,7 @@ def test_compound_poisson_exponential_median_agrees_with_a_seeded_monte_carlo(
 
 
 def test_compound_median_is_zero_while_most_steps_take_no_prompt() -> None:
-    from tokenprobe.calibrate.sources import compound_poisson_exp_median
+    from tokenprobe.calibrate.mlenergy import compound_poisson_exp_median
 
     assert compound_poisson_exp_median(0.69, 330.0) == 0.0  # e^-0.69 > 1/2
     assert compound_poisson_exp_median(0.70, 330.0) > 0.0
@@ -159,7 +159,7 @@ def test_inflight_context_is_length_biased_and_bounded_by_the_kv_cache() -> None
     tokens generated so far average the mean output, not half of it; and no batch holds more
     than its KV cache (gpt-oss-20b's half-windowed layers leave ~1,100 tokens a sequence for
     2,047 sequences on one H100, far below its 2,379-token mean reasoning output)."""
-    from tokenprobe.calibrate.sources import OUTPUT_LENGTH_CV, inflight_context_tokens
+    from tokenprobe.calibrate.mlenergy import OUTPUT_LENGTH_CV, inflight_context_tokens
     from tokenprobe.cost import make_deployment
     from tokenprobe.cost.memory import kv_bytes_per_request_per_gpu, max_context_tokens
 
@@ -172,7 +172,7 @@ def test_inflight_context_is_length_biased_and_bounded_by_the_kv_cache() -> None
     assert inflight_context_tokens(gpt, 2047, 300, 2379) == cap
     # reasoning outputs spread less (TASK_OUTPUT_CV, inferred from ITL-vs-batch slopes):
     # CV 0.5 holds (1 + 0.25) / 2 of the mean output in flight
-    from tokenprobe.calibrate.sources import TASK_OUTPUT_CV
+    from tokenprobe.calibrate.mlenergy import TASK_OUTPUT_CV
 
     assert TASK_OUTPUT_CV["gpqa"] == 0.5 and TASK_OUTPUT_CV["lm-arena-chat"] == 1.0
     assert inflight_context_tokens(llama, 8, 300, 8000, 0.5) == pytest.approx(5300)
