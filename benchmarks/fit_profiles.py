@@ -404,16 +404,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = [r for r in data.rows if r.engine == engine]
         if args.power_only and spec.get("fit") == "derive":
             continue  # its [power] is its start's (power_of)
-        if args.rerecord_power:
-            profile = rerecord_power(rows, load_profile(engine))
+        if args.power_only or args.rerecord_power:
+            redo = fit_power if args.power_only else rerecord_power
+            what = "refitted" if args.power_only else "records re-recorded"
+            profile = redo(rows, load_profile(engine))
             save_profile(profile, args.out_dir / f"{engine}.toml")
-            print(f"\n{engine}: power records re-recorded, {time.perf_counter() - t0:.0f} s")
-            _print_errors(profile)
-            continue
-        if args.power_only:
-            profile = fit_power(rows, load_profile(engine))
-            save_profile(profile, args.out_dir / f"{engine}.toml")
-            print(f"\n{engine}: power refitted, {time.perf_counter() - t0:.0f} s")
+            print(f"\n{engine}: power {what}, {time.perf_counter() - t0:.0f} s")
             _print_errors(profile)
             continue
         if spec.get("fit") == "derive":  # tensorrt-llm-2025h1 (fit_trtllm_era.py), power_of

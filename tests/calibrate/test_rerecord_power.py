@@ -4,26 +4,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 from tokenprobe.calibrate import load_profile
 
-FIT = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_profiles.py"
+from .fit_profiles_script import fit_profiles
+
 ENERGY = {"energy_per_output_token", "power_total", "power_per_gpu"}
 
 
 def _main(argv: list[str]) -> int:
-    sys.path.insert(0, str(FIT.parent))
-    try:
-        loaded = importlib.util.spec_from_file_location("fit_profiles", FIT)
-        assert loaded is not None and loaded.loader is not None
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(FIT.parent))
-    rc: int = module.main(argv)
+    rc: int = fit_profiles().main(argv)
     return rc
 
 

@@ -5,27 +5,16 @@ rest of `vllm-rocm` is fitted on, never run those kernels."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from tokenprobe.calibrate import load_profile
 from tokenprobe.cost import Workload, estimate_deployment, make_deployment
 
-FIT = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_profiles.py"
+from .fit_profiles_script import fit_profiles
+
 KERNELS = ("mla_attention", "fp8_moe")
 
 
 def _spec() -> dict[str, object]:
-    sys.path.insert(0, str(FIT.parent))
-    try:
-        loaded = importlib.util.spec_from_file_location("fit_profiles", FIT)
-        assert loaded is not None and loaded.loader is not None
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(FIT.parent))
-    spec: dict[str, object] = module.PROFILES["vllm-rocm"]
+    spec: dict[str, object] = fit_profiles().PROFILES["vllm-rocm"]
     return spec
 
 
