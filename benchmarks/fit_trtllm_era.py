@@ -76,8 +76,9 @@ def _bisect(f: Callable[[float], float], lo: float, hi: float) -> float:
     f_lo = f(lo)
     for _ in range(BISECT_STEPS):
         mid = 0.5 * (lo + hi)
-        if (f(mid) > 0) == (f_lo > 0):
-            lo, f_lo = mid, f(mid)
+        f_mid = f(mid)
+        if (f_mid > 0) == (f_lo > 0):
+            lo, f_lo = mid, f_mid
         else:
             hi = mid
     return 0.5 * (lo + hi)

@@ -10,8 +10,9 @@ Energy per output token is power times the time a token takes, so a row measured
 a third figure, "time/output token": (1 + energy error) / (1 + power error) − 1, the error of
 the predicted time per output token that the energy error holds beside the power's. It says
 whether a group's energy error is the power model's or the time model's (ML.ENERGY v3 B200,
-Nemotron Nano v2 hybrids: energy −34 %, power +31 %, time −48 %: the GPU waits on something the
-time model does not see, and draws less while it waits).
+Nemotron Nano v2 hybrids before `Efficiency.ssm_memory`: energy −34 %, power +31 %, time −48 %:
+the GPU waits on something the time model does not see, and draws less while it waits; with it,
+energy −19 %, power +23 %, time −31 %).
 """
 
 from __future__ import annotations

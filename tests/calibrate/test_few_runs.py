@@ -131,7 +131,7 @@ def test_pick_takes_the_lightest_middle_and_heaviest_run_and_keeps_the_rest() ->
 def test_three_runs_of_a_public_server_improve_its_other_runs() -> None:
     """ML.ENERGY's B200 runs (held out of every fit in the shipped profiles): eight servers, each
     fitted on three of its batch sizes and judged on the rest. Pooled, the median error of time
-    per output token and energy per output token falls (benchmarks/calibrate_few_runs.py gives
+    per output token falls (benchmarks/calibrate_few_runs.py gives
     the figures over all tables), and every metric ends within issue 18's aims. The shipped
     vllm-blackwell profile was fitted on two thirds of these runs, so a three-run fit has little
     left to gain and may trade a fraction of a point: each metric may end at most one point above

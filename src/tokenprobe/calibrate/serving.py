@@ -117,7 +117,7 @@ def _flag(notes: str, *names: str) -> float | None:
 
 def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
-    `version` that ran the V0 engine, `sim.vllm_v0_defaults`), with the serving command's
+    `version` of the early-2025 era, `sim.vllm_version_defaults`), with the serving command's
     overrides (module docstring)."""
     base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting

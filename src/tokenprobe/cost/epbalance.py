@@ -97,6 +97,12 @@ def popularity_cv2(routing_skew: float) -> float:
     return math.expm1(routing_skew * routing_skew)
 
 
+def physical_experts(dep: Deployment) -> int:
+    """Routed experts placed over the EP GPUs: the model's plus EPLB's redundant copies."""
+    moe = dep.model.moe
+    return 0 if moe is None else moe.num_experts + dep.ep_comm.redundant_experts
+
+
 def ep_imbalance(dep: Deployment, step_tokens: Any) -> Any:
     """max / mean routed copies over the EP GPUs in a step of `step_tokens` tokens (all ranks'
     tokens; a float or a numpy array), 1 without expert parallelism (module docstring)."""
@@ -104,7 +110,7 @@ def ep_imbalance(dep: Deployment, step_tokens: Any) -> Any:
     n = dep.tp
     if moe is None or n <= 1 or not dep.expert_parallel:
         return 1.0
-    slots = moe.num_experts + dep.ep_comm.redundant_experts
+    slots = physical_experts(dep)
     per_gpu = slots / n
     cv2 = popularity_cv2(dep.efficiency.routing_skew)
     pop = cv2 / per_gpu * max(0.0, (slots - per_gpu) / (slots - 1))

@@ -159,12 +159,6 @@ def overlapped_s(dep: Deployment, gpu_s: Any, ep_s: Any) -> Any:
     return -_slower(-gpu_s, -ep_s)  # the smaller
 
 
-def physical_experts(dep: Deployment) -> int:
-    """Routed experts placed over the EP GPUs: the model's plus EPLB's redundant copies."""
-    moe = dep.model.moe
-    return 0 if moe is None else moe.num_experts + dep.ep_comm.redundant_experts
-
-
 def exchange_layers(dep: Deployment) -> int:
     """MoE layers whose tokens are dispatched and combined under attention DP + EP (0 without)."""
     if not (dep.attention_dp and dep.model.moe is not None and dep.tp > 1):

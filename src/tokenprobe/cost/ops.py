@@ -46,7 +46,7 @@ from typing import Any, cast
 import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.epbalance import ep_imbalance
+from tokenprobe.cost.epbalance import ep_imbalance, physical_experts
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
 
@@ -79,7 +79,7 @@ KERNELS = {
     "shared_experts": 3,
     "router": 2,
     "experts": 5,
-    "expert_excess": 0,  # the same kernels running longer on the busiest EP GPU
+    EXPERT_EXCESS: 0,  # the same kernels running longer on the busiest EP GPU
     "elementwise": 2,
     "embedding": 1,
     "lm_head": 4,
@@ -91,8 +91,7 @@ MEMORY_EFFICIENCY_FIELD = {
     "indexer": "attention_memory",  # the DSA indexer reads the paged fp8 key cache too
     "experts": "moe_memory",
     "ssm": "ssm_memory",  # a ceiling: the lesser of it and `memory` (cost/efficiency.py)
-    "expert_excess": "moe_memory",
-}
+}  # the busiest EP GPU's excess rows read at the experts' rate (step.special_byte_rates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +299,7 @@ def _moe_terms(
     touched = _touched_experts(dep, moe, all_tokens)
     # the GPU's share of the routed rows: 1/tp of them under EP (EPLB's redundant copies
     # spread the rows, they do not add any: cost/epcomm.py), all of them sliced under TP
-    physical = moe.num_experts + dep.ep_comm.redundant_experts
+    physical = physical_experts(dep)
     routed_rows = all_tokens * moe.experts_per_token * f.experts_here / physical
     flop = 2 * routed_rows * f.expert_weights
     act = routed_rows * (2 * h + 4 * f.expert_inner) * ab

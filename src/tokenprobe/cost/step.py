@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import chain
 from typing import Any
 
@@ -184,7 +184,7 @@ class StepConstants:
 
     special: dict[str, float]  # special_byte_rates
     fscale: dict[str, float]  # flop_rate_scales
-    alpha: float  # Efficiency.kernel_overhead_s
+    kernel_overhead_s: float  # Efficiency.kernel_overhead_s
     quantized_moe_scale: float
     cap_w: float  # power_cap_w
     capped: bool  # cap below the TDP: the step may run at a lower clock
@@ -212,7 +212,7 @@ def _constants(dep: Deployment) -> StepConstants:
     return StepConstants(
         special=special_byte_rates(dep),
         fscale=flop_rate_scales(dep),
-        alpha=dep.efficiency.kernel_overhead_s,
+        kernel_overhead_s=dep.efficiency.kernel_overhead_s,
         quantized_moe_scale=_quantized_moe_scale(dep),
         cap_w=cap_w,
         capped=cap_w < dep.gpu.tdp_w,
@@ -252,7 +252,7 @@ def _op_times(
     # memory-bound kernels lose only a little bandwidth when the SM clock drops (power.py)
     mem_scale = clock_fraction**dep.power.memory_clock_sensitivity
     byte_rate *= mem_scale
-    special, fscale, alpha = k.special, k.fscale, k.alpha
+    special, fscale, alpha = k.special, k.fscale, k.kernel_overhead_s
     base_byte_rate = byte_rate / mem_scale  # the operators without a rate of their own
     for name, n, flop, nbytes, kernels in terms(dep, shape):
         tm = nbytes / (special.get(name, base_byte_rate) * mem_scale)
@@ -275,8 +275,9 @@ def step_time_energy(dep: Deployment, shape: BatchShape) -> tuple[float, float]:
 
 # _step_at_clock's figures come as a tuple in StepCost's field order (one StepCost per call of
 # step_cost only: building the frozen dataclass took a tenth of an exact step's price)
-_POWER, _ENERGY = 9, 10
-_Figures = tuple[float, float, float, float, float, float, float, float, float, float, float, float]
+_FIELDS = [f.name for f in fields(StepCost)]
+_POWER, _ENERGY = _FIELDS.index("power_w"), _FIELDS.index("energy_j")
+_Figures = tuple[float, ...]
 
 
 def _step_figures(dep: Deployment, shape: BatchShape) -> _Figures:

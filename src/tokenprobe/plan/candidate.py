@@ -18,13 +18,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tokenprobe.cost import MAX_WORKERS, EpComm, SpecDecode, Split
+from tokenprobe.cost import DEFAULT_EP_COMM, MAX_WORKERS, EpComm, SpecDecode, Split
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim import ROUTERS
 
 AGGREGATED = "agg"
+PLAIN_TP = (1, DEFAULT_EP_COMM.backend, False)  # (dp, EP back end, two-batch overlap): no DP
 ALL_SPLITS = "all"  # every P:D split within --max-gpus
 NO_SPEC = "none"
+
+
+def dp_unsupported(dp: int, spec_decode: str | None, disaggregate: str | None) -> bool:
+    """Attention-DP ranks step together: the simulator runs them aggregated and without drafts
+    (sim.simulate_fleet), so dp > 1 with either is not a candidate."""
+    return dp > 1 and (spec_decode is not None or disaggregate is not None)
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,12 @@ class Candidate:
     spec_decode: str | None = None  # "mtp:1"; None: off
     gpus_per_node: int | None = None  # None: the plan's, else the GPU's catalog topology
     dp: int = 1  # attention-DP ranks of tp GPUs each, experts over dp x tp GPUs (1: plain TP)
-    ep_backend: str = "all-to-all"  # with dp > 1: the MoE exchange (EpComm.backend)
+    ep_backend: str = DEFAULT_EP_COMM.backend  # with dp > 1: the MoE exchange (EpComm.backend)
     two_batch_overlap: bool = False  # with dp > 1: SGLang TBO / vLLM DBO (EpComm.overlap)
+
+    @property
+    def dp_unsupported(self) -> bool:
+        return dp_unsupported(self.dp, self.spec_decode, self.disaggregate)
 
     @property
     def gpus(self) -> int:
@@ -61,7 +72,7 @@ class Candidate:
             label += f" {self.gpus_per_node}/node"
         if self.dp > 1:
             label += f" dp{self.dp}-ep{self.gpus}"
-            if self.ep_backend != "all-to-all":
+            if self.ep_backend != DEFAULT_EP_COMM.backend:
                 label += f" {self.ep_backend}"
             if self.two_batch_overlap:
                 label += " tbo"
@@ -187,7 +198,7 @@ def routers(items: Iterable[str]) -> tuple[str, ...]:
 
 def ep_layouts(
     dps: Iterable[int],
-    backends: Iterable[str] = ("all-to-all",),
+    backends: Iterable[str] = (DEFAULT_EP_COMM.backend,),
     overlaps: Iterable[bool] = (False,),
 ) -> tuple[tuple[int, str, bool], ...]:
     """The `--dp` x `--moe-a2a-backend` x `--two-batch-overlap` lists, checked: (dp, backend,
@@ -201,7 +212,7 @@ def ep_layouts(
         if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
             raise ConfigError("dp", dp, "a positive number of attention-DP ranks")
         if dp == 1:
-            out.append((1, "all-to-all", False))
+            out.append(PLAIN_TP)
             continue
         out += [(dp, b, o) for b in backend_list for o in overlap_list]
     return tuple(dict.fromkeys(out))
@@ -218,7 +229,7 @@ def candidates(
     router_list: Iterable[str] = ("round-robin",),
     specs: Iterable[str | None] = (None,),
     gpus_per_node: Iterable[int | None] = (None,),
-    layouts: Iterable[tuple[int, str, bool]] = ((1, "all-to-all", False),),
+    layouts: Iterable[tuple[int, str, bool]] = (PLAIN_TP,),
 ) -> tuple[Candidate, ...]:
     """Every combination. `modes` holds agg and explicit splits; `all` is expanded by the
     search (it depends on tp and --max-gpus). Disaggregated candidates have no router.
@@ -233,8 +244,7 @@ def candidates(
     skipped = 0
     for g, d, t, s, f, n, sd, (dp, b, o) in grid:
         for m in mode_list:
-            if dp > 1 and (sd is not None or m != AGGREGATED):
-                # DP ranks step together: the simulator runs them aggregated, without drafts
+            if dp_unsupported(dp, sd, None if m == AGGREGATED else m):
                 skipped += 1
                 continue
             if m == AGGREGATED:

@@ -108,8 +108,7 @@ class PlanRequest:
             for name in ("tp", "max_num_seqs"):
                 if getattr(c, name) < 1:
                     raise ConfigError(name, getattr(c, name), "a positive integer")
-            if c.dp > 1 and (c.disaggregate is not None or c.spec_decode is not None):
-                # the simulator runs DP ranks aggregated and without drafts (sim.simulate_fleet)
+            if c.dp_unsupported:
                 field, value = ("disaggregate", c.disaggregate) if c.disaggregate else (
                     "spec_decode", c.spec_decode)  # fmt: skip
                 raise ConfigError(field, value, f"not with dp {c.dp} (search them apart)")

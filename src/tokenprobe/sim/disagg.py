@@ -274,7 +274,7 @@ def _proxy(
     bs: int,
     per_worker: int,
     meta: dict[str, Any] | None,
-    frontend_s: float = 0.0,
+    frontend_s: float,
 ) -> tuple[list[SimResult], list[SimResult], list[RequestRecord], int]:
     """The proxy's handoff (module docstring, the two passes): each prefill on the
     least-loaded prefill worker (its engines hold the prefill server's front end), then, once
@@ -352,7 +352,7 @@ def _client_records(
     transfers: dict[str, tuple[int, float, float]],
     specs: dict[str, RequestSpec],
     block_size: int,
-    decode_frontend_s: float = 0.0,
+    decode_frontend_s: float,
 ) -> tuple[list[RequestRecord], int]:
     """Each request as the client saw it: sent at its arrival, first token and the rest from
     its decode worker, the prefill worker's queue; where each part ran and how long its KV took

@@ -35,14 +35,14 @@ class GangFeed:
         self.concurrency = workload.arrival.concurrency if workload.arrival.closed_loop else 0
         if not self.concurrency:
             self.requests = fleet_requests(workload, seed)
-            self.release: deque[float] = deque()
+            self.release_s: deque[float] = deque()
         else:
             self.requests = workload.generate(np.random.default_rng(seed))
             if any(spec.turn for spec in self.requests):
                 raise ConfigError(
                     "conversation", "turns > 1", "single-turn requests with --dp in closed loop"
                 )
-            self.release = deque([0.0] * min(self.concurrency, len(self.requests)))
+            self.release_s = deque([0.0] * min(self.concurrency, len(self.requests)))
         self.i = 0  # the next request to send
         self.done = 0  # finishes seen (closed loop: each released the next request)
 
@@ -53,7 +53,7 @@ class GangFeed:
             return math.inf
         if not self.concurrency:
             return self.requests[self.i].arrival_s
-        return self.release[0] if self.release else math.inf
+        return self.release_s[0] if self.release_s else math.inf
 
     def route(
         self, engines: Sequence[Engine], router: Router, until_s: float, *, inclusive: bool
@@ -66,7 +66,7 @@ class GangFeed:
                 return
             spec = self.requests[self.i]
             if self.concurrency:
-                self.release.popleft()
+                self.release_s.popleft()
                 spec = spec._replace(arrival_s=t)
             self.i += 1
             engines[router.pick(spec, [e.outstanding for e in engines])].submit(spec)
@@ -74,7 +74,8 @@ class GangFeed:
     def finished(self, engines: Sequence[Engine], at_s: float) -> None:
         """Closed loop: each request the ranks finished since the last call releases the next
         one at `at_s` (the end of the step that finished it)."""
+        if not self.concurrency:  # open loop: arrivals are the workload's
+            return
         done = sum(e.done for e in engines)
-        if self.concurrency:
-            self.release.extend([at_s] * (done - self.done))
+        self.release_s.extend([at_s] * (done - self.done))
         self.done = done

@@ -40,13 +40,14 @@ from dataclasses import replace
 
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.units import MiB
 
 SGLANG_04 = "0.4."  # the versions whose server_args.py this module transcribes
 DP_CHUNK_DIVISOR = 2  # chunked_prefill_size // 2 with --enable-dp-attention (0.4.x)
 DP_CONSERVATIVENESS_FACTOR = 0.3  # schedule_conservativeness x 0.3 with --enable-dp-attention
 CHUNK_TOKENS_04 = 8192  # chunked_prefill_size default (0.4.x), GPUs of >= 25,000 MB
 CHUNK_TOKENS_04_SMALL = 2048  # below 25,000 MB
-SMALL_GPU_BYTES_04 = 25_000 * 2**20  # get_nvgpu_memory_capacity() is in MiB (nvidia-smi)
+SMALL_GPU_BYTES_04 = 25_000 * MiB  # get_nvgpu_memory_capacity() is in MiB (nvidia-smi)
 
 
 def is_sglang_04(version: str) -> bool:
