@@ -14,6 +14,7 @@ from statistics import NormalDist
 import pytest
 
 from tokenprobe.cost import (
+    VLLM_ALL2ALL_BACKENDS,
     BatchShape,
     EpComm,
     ep_comm_from_flags,
@@ -195,6 +196,10 @@ def test_engine_flags_name_the_back_end() -> None:
     vllm = "--all2all-backend deepep_high_throughput --enable-dbo"
     assert ep_comm_from_flags(vllm) == EpComm("deepep", "normal", "auto", True, 0)
     assert ep_comm_from_flags("--tp 8") == EpComm()
+    # vLLM's environment variable reads like the flag; a name vLLM lacks keeps the default
+    low = EpComm("deepep", "low-latency")
+    assert ep_comm_from_flags('VLLM_ALL2ALL_BACKEND="deepep_low_latency" vllm serve m') == low
+    assert ep_comm_from_flags("--all2all-backend magic") == EpComm()
 
 
 @pytest.mark.parametrize(
@@ -246,3 +251,14 @@ def test_estimate_takes_the_back_end_and_says_which_ran() -> None:
         "low-latency",
     )
     assert "two-batch overlap" in comm["prefill"]["ep_backend"]
+
+
+def test_cli_and_serving_flags_read_vllm_names_alike() -> None:
+    # `simulate --all2all-backend NAME` and a replayed `vllm serve ... --all2all-backend NAME`
+    # read one map (VLLM_ALL2ALL_BACKENDS); pplx is priced as the plain all-to-all
+    from tokenprobe.cli.ep_options import ep_comm_option
+
+    for name in VLLM_ALL2ALL_BACKENDS:
+        cli = ep_comm_option(name, "auto", False, 0)
+        assert cli == ep_comm_from_flags(f"vllm serve m --all2all-backend {name}"), name
+    assert ep_comm_option("pplx", "auto", False, 0).backend == "all-to-all"

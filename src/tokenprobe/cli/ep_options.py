@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from tokenprobe.cost import EpComm
+from tokenprobe.cost import VLLM_ALL2ALL_BACKENDS, EpComm
 
 A2aBackendOption = Annotated[
     str,
@@ -59,23 +59,12 @@ RedundantOption = Annotated[
 ]
 
 
-# vLLM's `--all2all-backend` values (vllm-project/vllm v0.10-0.11 vllm/config/parallel.py,
-# device_communicators/all2all.py) as (back end, DeepEP kernels); cost/epcomm.py prices them
-VLLM_BACKENDS = {
-    "naive": ("allgather", "auto"),
-    "allgather_reducescatter": ("allgather", "auto"),
-    "pplx": ("all-to-all", "auto"),
-    "deepep_high_throughput": ("deepep", "normal"),
-    "deepep_low_latency": ("deepep", "low-latency"),
-}
-
-
 def ep_comm_option(
     backend: str, mode: str, overlap: bool, redundant: int, eplb: bool = False
 ) -> EpComm:
     """The flags as an EpComm (a bad value: ConfigError naming the flag's field)."""
     mode = mode.replace("_", "-")
-    if backend in VLLM_BACKENDS:
-        backend, named = VLLM_BACKENDS[backend]
+    if backend in VLLM_ALL2ALL_BACKENDS:
+        backend, named = VLLM_ALL2ALL_BACKENDS[backend]
         mode = named if mode == "auto" else mode
     return EpComm(backend, mode, "auto", overlap, redundant, eplb)

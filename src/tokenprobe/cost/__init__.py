@@ -24,7 +24,12 @@ from tokenprobe.cost.efficiency import (
 from tokenprobe.cost.energy import DEFAULT_POWER, EnergyPrices, PowerModel, host_base_power_w
 from tokenprobe.cost.energy_figures import gpu_generation
 from tokenprobe.cost.epbalance import EPLB_BALANCED_SHARE, ep_imbalance, reach_probability
-from tokenprobe.cost.epcomm import DEFAULT_EP_COMM, EpComm, ep_comm_from_flags
+from tokenprobe.cost.epcomm import (
+    DEFAULT_EP_COMM,
+    VLLM_ALL2ALL_BACKENDS,
+    EpComm,
+    ep_comm_from_flags,
+)
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
     DEFAULT_API_SERVER_PROCESSES,
@@ -95,6 +100,7 @@ __all__ = [
     "SGLANG_RULE",
     "SPEC_METHODS",
     "TRTLLM_RULE",
+    "VLLM_ALL2ALL_BACKENDS",
     "VLLM_FULL_KV_RULE",
     "VLLM_MLA_2025H1_RULE",
     "VLLM_RULE",

@@ -161,15 +161,19 @@ DEFAULT_EP_COMM = EpComm()
 # tokens to every EP GPU and reduce-scatter the outputs back (backend `allgather`); `pplx`
 # sends per expert like DeepEP's low-latency kernels, priced as the plain all-to-all. Without
 # them both engines run their default path, priced as the plain all-to-all (DEFAULT_EP_COMM).
-_DEEPEP_FLAGS = (
-    (r"--moe-a2a-backend[ =]deepep\b", None),
-    (r"--enable-deepep-moe\b", None),
-    (r"--all2all-backend[ =]deepep_high_throughput\b", "normal"),
-    (r"--all2all-backend[ =]deepep_low_latency\b", "low-latency"),
-)
-_ALLGATHER_FLAGS = (
-    r"--all2all-backend[ =](naive|allgather_reducescatter)\b",
-    r"VLLM_ALL2ALL_BACKEND=\"?(naive|allgather_reducescatter)\b",
+# vLLM's `--all2all-backend` / VLLM_ALL2ALL_BACKEND values as (back end, DeepEP kernels): the
+# one map of vLLM's names, read by `ep_comm_from_flags` and by the CLI's `--all2all-backend`.
+VLLM_ALL2ALL_BACKENDS = {
+    "naive": ("allgather", "auto"),
+    "allgather_reducescatter": ("allgather", "auto"),
+    "pplx": ("all-to-all", "auto"),
+    "deepep_high_throughput": ("deepep", "normal"),
+    "deepep_low_latency": ("deepep", "low-latency"),
+}
+_SGLANG_DEEPEP_FLAGS = (r"--moe-a2a-backend[ =]deepep\b", r"--enable-deepep-moe\b")
+_VLLM_BACKEND_FLAGS = (
+    r"--all2all-backend[ =](\w+)",
+    r"VLLM_ALL2ALL_BACKEND=\"?(\w+)",
 )
 _OVERLAP_FLAGS = (r"--enable-two-batch-overlap\b", r"--enable-dbo\b")
 _REDUNDANT_FLAGS = (
@@ -181,11 +185,12 @@ _REDUNDANT_FLAGS = (
 def ep_comm_from_flags(command: str) -> EpComm:
     """The EpComm a serving command's flags ask for (the flags above), else the default."""
     backend, mode = "all-to-all", "auto"
-    for pattern, kind in _DEEPEP_FLAGS:
-        if re.search(pattern, command):
-            backend, mode = "deepep", kind or mode
-    if any(re.search(p, command) for p in _ALLGATHER_FLAGS):
-        backend = "allgather"
+    if any(re.search(p, command) for p in _SGLANG_DEEPEP_FLAGS):
+        backend = "deepep"
+    for pattern in _VLLM_BACKEND_FLAGS:
+        hit = re.search(pattern, command)
+        if hit and hit.group(1) in VLLM_ALL2ALL_BACKENDS:
+            backend, mode = VLLM_ALL2ALL_BACKENDS[hit.group(1)]
     found = re.search(r"--deepep-mode[ =](auto|normal|low_latency)\b", command)
     if found:
         mode = found.group(1).replace("_", "-")
