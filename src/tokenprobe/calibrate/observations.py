@@ -119,7 +119,7 @@ def engine_name(engine: str, version: str) -> str:
     """Normalised engine (and era) name of a row: vllm, vllm-2024, tensorrt-llm, ..."""
     e = engine.strip().lower().replace(" ", "-")
     try:  # an era of the engine's preset (sim.PRESETS `eras`: SGLang 0.4, vLLM 0.7-0.9)
-        era = engine_preset(e).era_of(version.split(" ")[0])
+        era = engine_preset(e).era_of(version)
     except ConfigError:
         era = None
     if era is not None:

@@ -9,12 +9,11 @@ with the era's profile: `EnginePreset.era_of`) or `--engine vllm-2025h1 --engine
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
 
-from tokenprobe.cost import Deployment
+from tokenprobe.cost import Deployment, is_release
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim import (
     SchedulerConfig,
@@ -31,7 +30,6 @@ EngineVersionOption = Annotated[
         "its MLA KV sizing; 0.8.0 and later: V1). Default: vllm-2025h1 0.7.3, vllm today's"
     ),
 ]
-_RELEASE = re.compile(r"v?\d+\.\d+(\.\d+)?([.+-]?[0-9a-z+.]*)?", re.IGNORECASE)
 
 
 def profile_engine(engine: str | None, engine_version: str | None) -> str | None:
@@ -50,7 +48,7 @@ def server_defaults(engine: str, dep: Deployment, engine_version: str | None) ->
             raise ConfigError(
                 "engine_version", engine_version, "only with --engine vllm (or an era)"
             )
-        if not _RELEASE.fullmatch(engine_version.strip()):
+        if not is_release(engine_version):
             raise ConfigError("engine_version", engine_version, "a vLLM release such as 0.7.3")
         return vllm_version_defaults(dep, engine_version)
     if is_vllm_era(engine):

@@ -60,6 +60,7 @@ from tokenprobe.cost.memory import (
     state_blocks_per_seq,
     state_bytes_per_seq_per_gpu,
 )
+from tokenprobe.cost.release import engine_release, is_release
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.specdecode import METHODS as SPEC_METHODS
 from tokenprobe.cost.specdecode import (
@@ -128,6 +129,7 @@ __all__ = [
     "dp_layout",
     "draft_fraction",
     "draft_passes",
+    "engine_release",
     "ep_comm_from_flags",
     "ep_imbalance",
     "estimate",
@@ -140,6 +142,7 @@ __all__ = [
     "host_time_s",
     "idle_power_at_w",
     "idle_power_w",
+    "is_release",
     "kv_capacity_tokens",
     "kv_link",
     "kv_transfer_bytes",

@@ -53,9 +53,9 @@ left out as before).
 from __future__ import annotations
 
 import math
-import re
 
 from tokenprobe.cost.deployment import Deployment
+from tokenprobe.cost.release import engine_release
 
 VLLM_FULL_KV_RULE = "vllm-0.7.0-mla-as-mha"
 VLLM_MLA_2025H1_RULE = "vllm-0.7-mla"
@@ -67,25 +67,10 @@ FUSED_MOE_CHUNK_TOKENS = 32768  # vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE default
 CUDA_ENTRY_ALIGN_BYTES = 256  # VLLM_MLA_CUDA_MEM_ALIGN_KV_CACHE: the CUDA allocation granularity
 
 
-def _release(version: str) -> tuple[int, int, int] | None:
-    """(major, minor, patch) of "0.7.4.dev181+gf35f8e22", "v0.7.0", "0.7.3 (ROCm)"; None if not
-    readable."""
-    head = version.strip().lower().removeprefix("v").split(" ")[0]
-    parts: list[int] = []
-    for piece in head.split(".")[:3]:
-        digits = re.match(r"\d+", piece)  # "1rc1" -> 1; "dev181" ends the release
-        if digits is None:
-            break
-        parts.append(int(digits.group()))
-    if len(parts) < 2:
-        return None
-    return (parts[0], parts[1], parts[2] if len(parts) > 2 else 0)
-
-
 def vllm_mla_rule(version: str) -> str | None:
     """The memory rule of an MLA model on vLLM of this version (module docstring), or None where
     today's `vllm` rule holds (0.8.0 and later, or an unreadable version)."""
-    release = _release(version)
+    release = engine_release(version)
     if release is None or release >= MLA_CHANGES_UNTIL:
         return None
     return VLLM_MLA_2025H1_RULE if release >= MLA_BACKEND_FROM else VLLM_FULL_KV_RULE

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE
+from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE, engine_release
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SGLANG_SCHEDULING, SchedulerConfig
@@ -71,7 +71,10 @@ class EnginePreset:
 
     def era_of(self, version: str) -> str | None:
         """The era whose version prefixes match `version` ("0.4.3.post2", "v0.7.0"), or None."""
-        v = version.strip().lower().removeprefix("v")
+        release = engine_release(version)
+        if release is None:
+            return None
+        v = ".".join(str(part) for part in release)
         return next((era for era, pre in self.eras.items() if v.startswith(pre)), None)
 
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tokenprobe.cost import Deployment, vllm_mla_rule
+from tokenprobe.cost import Deployment, engine_release, vllm_mla_rule
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import VLLM_V0_SCHEDULING, SchedulerConfig
 from tokenprobe.sim.continuous import ContinuousScheduler
@@ -77,10 +77,8 @@ def runs_v0(version: str, notes: str = "") -> bool:
         return True
     if "VLLM_USE_V1=1" in notes:
         return False
-    parts = version.strip().lower().removeprefix("v").split(".")[:2]
-    if len(parts) < 2 or not all(p.isdigit() for p in parts):
-        return False
-    return (int(parts[0]), int(parts[1])) < V1_DEFAULT_FROM
+    release = engine_release(version)
+    return release is not None and release[:2] < V1_DEFAULT_FROM
 
 
 def vllm_v0_defaults(
