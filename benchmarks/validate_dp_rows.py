@@ -39,15 +39,18 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from deployment_replay import closed_loop
 from tokenprobe.calibrate import load_profile, profile_name_for
-from tokenprobe.calibrate.mlenergy import MLENERGY_FIELDS, TASK_ISL
+from tokenprobe.calibrate.mlenergy import MLENERGY_FIELDS, TASK_ISL, TASK_OUTPUT_CV
 from tokenprobe.calibrate.observations import (
     SkipRowError,
     engine_name,
@@ -58,11 +61,11 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
 )
 from tokenprobe.calibrate.serving import serving_rows
-from tokenprobe.cost import Deployment
+from tokenprobe.cost import Deployment, EpComm, gpu_generation
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text
 from tokenprobe.sim import engine_defaults, simulate_fleet
-from tokenprobe.workload import Arrival, Workload, fixed
+from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 from validation_data import bias_pct, mdape_pct, run_main
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -88,7 +91,9 @@ class DpRow:
 
 
 def _with_profile(dep: Deployment, engine: str) -> Deployment:
-    name = profile_name_for(engine, dep.gpu.vendor)
+    """`dep` at its engine's shipped profile for its GPU (vllm-blackwell on a B200: the one
+    validate.py prices the same table's other rows with)."""
+    name = profile_name_for(engine, dep.gpu.vendor, gpu_generation(dep.gpu))
     if name is None:
         return dep
     profile = load_profile(name)
@@ -114,6 +119,17 @@ def engine_max_num_seqs(row: Mapping[str, str], dp: int, default: int) -> int:
     return max(1, int_field(row, "max_num_seqs", default * dp) // dp)
 
 
+def output_lengths(mean: float, cv: float, n: int) -> list[int]:
+    """`n` output lengths of this mean and coefficient of variation (lognormal: sigma² =
+    ln(1 + cv²)), the same every run (seed 0) and in a shuffled order, so that requests finish
+    spread out as the task's do, not in waves of equal lengths: under DP padding a rank's
+    lone prefill costs the gang as much as a wave's (cost/dpep.py), so when requests end matters.
+    The task's CV is calibrate.mlenergy's (TASK_OUTPUT_CV)."""
+    sigma = math.sqrt(math.log1p(cv * cv))
+    dist = LengthDist("lognormal", mean=mean, sigma=sigma, name="output_tokens")
+    return [int(k) for k in dist.sample(np.random.default_rng(0), n)]
+
+
 def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     """One ML.ENERGY B200 data-parallel row (module docstring)."""
     label = f"{row['model']} {row['gpu_count']}gpu dp{row.get('dp')} B{row.get('avg_batch_size')}"
@@ -126,7 +142,7 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     ranks = None if dp == gpus else dp
     dep = row_deployment(row["model_hf_id"], gpu, flat, expert_parallel=True, attention_dp=True,
                          dp_ranks=ranks)  # fmt: skip
-    dep = _with_profile(dep, engine)
+    dep = replace(_with_profile(dep, engine), ep_comm=VLLM_011_EP_COMM)
     task = next((t for t in TASK_ISL if f"task={t}" in row.get("notes", "")), None)
     batch, osl = float_field(row, "avg_batch_size"), float_field(row, "osl_mean")
     if task is None or batch is None or osl is None:
@@ -135,14 +151,19 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     config = engine_defaults(engine, dep.gpu)
     config = replace(config, max_num_seqs=engine_max_num_seqs(row, dp, config.max_num_seqs))
     isl, c = TASK_ISL[task], max(1, round(batch))
+    n = max(64, CLOSED_REQUESTS * c)
+    lengths = output_lengths(osl, TASK_OUTPUT_CV[task], n)
 
     def run(arrival: Arrival) -> dict[str, Any]:
-        wl = Workload(arrival, fixed(isl, "input_tokens"), fixed(round(osl), "output_tokens"))
+        pairs = zip(arrival.trace, lengths, strict=True)
+        specs = tuple(spec._replace(output_tokens=k) for spec, k in pairs)
+        wl = Workload(replace(arrival, trace=specs), fixed(isl, "input_tokens"),
+                      fixed(round(osl), "output_tokens"))  # fmt: skip
         res = simulate_fleet(dep, wl, dp=dep.dp, router="least-loaded", config=config,
                              engine=engine, trace_requests=ITL_TRACE)  # fmt: skip
         return res.to_dict()
 
-    d, _, _ = closed_loop(run, max(64, CLOSED_REQUESTS * c), c, isl, round(osl))
+    d, _, _ = closed_loop(run, n, c, isl, round(osl))
     out.predicted = _figures(d)
     return out
 
@@ -160,6 +181,12 @@ def gpustack_row(row: Mapping[str, str]) -> DpRow:
     return out
 
 
+# vLLM 0.11.1's MoE exchange when nothing names one: VLLM_ALL2ALL_BACKEND defaults to
+# "allgather_reducescatter" (vllm-project/vllm@v0.11.1:vllm/envs.py), every rank's tokens
+# gathered to every EP GPU; ML.ENERGY's launch sets no back end (github:ml-energy/benchmark@
+# c1d6557:configs/vllm/sourcegraph-fim/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/B200/
+# monolithic.env.yaml holds logging variables only, monolithic.config.yaml no --all2all-backend)
+VLLM_011_EP_COMM = EpComm("allgather")
 MLENERGY, GPUSTACK = "mlenergy_v3_b200 (dp)", "gpustack_sglang (dp)"
 SOURCES: dict[str, tuple[str, Callable[[Mapping[str, str]], DpRow]]] = {
     "mlenergy_leaderboard_v3_b200.csv": (MLENERGY, mlenergy_row),

@@ -34,7 +34,7 @@ from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
 from tokenprobe.sim.disagg import DisaggResult, run_disaggregated
-from tokenprobe.sim.dpep import DpEpResult, run_dpep
+from tokenprobe.sim.dpep import DpEpResult, pads_ranks, run_dpep
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
@@ -368,7 +368,8 @@ def simulate_fleet(
             raise ConfigError("dp", dp, "--dp without --replicas or --disaggregate")
         return run_dpep(
             workload, step_fn, deployment, config, blocks, ranks=dp, router=router,
-            frontend_s=deployment.efficiency.request_overhead_s, **common,
+            frontend_s=deployment.efficiency.request_overhead_s, padded=pads_ranks(engine),
+            **common,
         )  # fmt: skip
     if disaggregate is not None:
         if replicas != 1 or router != "round-robin":
