@@ -51,6 +51,7 @@ from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
 from tokenprobe.sim.gang_feed import GangFeed
+from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.stepcache import DecodeMemo
 from tokenprobe.workload import Workload
@@ -70,7 +71,7 @@ MAX_RANKS = 1024
 # not modelled: those versions have no preset. SGLang is not padded here (its DP attention
 # gathers each rank's own tokens; sim/sglang_dp.py).
 PADDING_ENGINES = frozenset({"vllm"})
-_DUMMY = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
+DUMMY_PLAN = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
 
 
 def pads_ranks(engine: str | None) -> bool:
@@ -78,7 +79,7 @@ def pads_ranks(engine: str | None) -> bool:
     return engine in PADDING_ENGINES
 
 
-def _unpriced(plan: StepPlan) -> tuple[float, float]:
+def unpriced(plan: StepPlan) -> tuple[float, float]:
     raise SimulationError(f"a data-parallel rank priced {plan} alone (its gang prices steps)")
 
 
@@ -190,7 +191,7 @@ class DpEpResult:
         return write_run(self.run(), directory, summary=self.to_dict())
 
 
-def _check_ranks(dep: Deployment, ranks: int) -> None:
+def check_ranks(dep: Deployment, ranks: int) -> None:
     if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= MAX_RANKS:
         raise ConfigError("dp", ranks, f"an integer in [1, {MAX_RANKS}]")
     if not (dep.attention_dp and dep.dp == ranks and dep.pp == 1):
@@ -223,7 +224,7 @@ def run_dpep(
     is the KV pool of the whole deployment, split evenly over the ranks; `step_fn` prices a
     batch on the whole deployment (the power of a step); `padded`: every rank padded to the
     largest rank's tokens (`pads_ranks`)."""
-    _check_ranks(dep, ranks)
+    check_ranks(dep, ranks)
     feed = GangFeed(workload, seed)  # open loop, or closed: sim/gang_feed.py
     per_rank_blocks = capacity_blocks // ranks
     if per_rank_blocks < 1:
@@ -233,23 +234,14 @@ def run_dpep(
     idle_w = idle_power_w(dep) / ranks
     state = state_blocks_per_seq(dep, config.block_size)
     opened = open_engines(
-        ranks, _unpriced, config, per_rank_blocks, scheduler, idle_w, frontend_s, state
+        ranks, unpriced, config, per_rank_blocks, scheduler, idle_w, frontend_s, state
     )
     engines = [e for e, _ in opened]
     pricer = GangPricer(dep, step_fn, padded)
     stats = [RankStats() for _ in range(ranks)]
     busy_s, shared_s, steps = _gang_loop(feed, engines, Router(router, ranks), pricer, stats)
     per_rank = max(1, -(-trace_requests // ranks))
-    parts = []
-    for index, (engine, pool) in enumerate(opened):
-        result = engine.finish()
-        records = build_records(result, per_rank, pool.prefix_caching)
-        for record in records:
-            record.extra["replica"] = float(index)
-        parts.append(
-            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
-                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
-        )  # fmt: skip
+    parts = rank_results(opened, per_rank, meta, slo_ttft_s, slo_tpot_s)
     config_doc = {
         **(meta or {}),
         "data_parallel_size": ranks,
@@ -265,6 +257,29 @@ def run_dpep(
     }
     fleet = ClusterResult(config_doc, parts, router, idle_w, slo_ttft_s, slo_tpot_s)
     return DpEpResult(fleet, stats, steps, busy_s, shared_s)
+
+
+def rank_results(
+    opened: list[tuple[Engine, BlockPool]],
+    per_rank: int,
+    meta: dict[str, Any] | None,
+    slo_ttft_s: float | None,
+    slo_tpot_s: float | None,
+    offset: int = 0,
+) -> list[SimResult]:
+    """Each rank run to its end, its records (`per_rank` of them traced) numbered as members
+    `offset`, `offset` + 1, ... of the fleet (`extra["replica"]`)."""
+    parts = []
+    for index, (engine, pool) in enumerate(opened):
+        result = engine.finish()
+        records = build_records(result, per_rank, pool.prefix_caching)
+        for record in records:
+            record.extra["replica"] = float(offset + index)
+        parts.append(
+            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
+                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        )  # fmt: skip
+    return parts
 
 
 def _gang_loop(
@@ -293,7 +308,7 @@ def _gang_loop(
                 return busy_s, shared_total, steps
             clock = later
             continue
-        priced = [_DUMMY if p is None else p for p in plans]
+        priced = [DUMMY_PLAN if p is None else p for p in plans]
         time_s, energy_j, work, shared = pricer.price(priced)
         end = clock + time_s
         share_j = energy_j / len(engines)
