@@ -15,8 +15,12 @@ are skipped there ("data-parallel replicas", "data-parallel attention") and fitt
   row's `max_num_seqs` (512 at dp 8) is 64 a rank. Replayed as a closed loop of that many users
   (the open-loop stand-in of deployment_replay.closed_loop: C requests at t = 0, the rest at
   the rate that keeps C in flight by the run's own E2E), prompts of the task's assumed length
-  (calibrate.mlenergy TASK_ISL) and the published mean output length; measured median ITL,
-  output tokens/s and J per output token.
+  (calibrate.mlenergy TASK_ISL) and outputs of the published mean spread as calibrate.mlenergy
+  assumes (TASK_OUTPUT_CV; `output_lengths`); measured median ITL over every request, output
+  tokens/s and J per output token over ML.ENERGY's steady window (`steady_window`). Priced
+  with vllm-blackwell (the profile validate.py prices the table's other rows with), vLLM
+  0.11.1's default MoE exchange (VLLM_011_EP_COMM) and its DP padding (sim/dpep.py
+  `pads_ranks`, cost/dpep.py).
 - GPUStack's SGLang runs with `--enable-dp-attention --dp-size 8` (benchmarks/data/
   gpustack_performance_lab.csv, dp > 1): mapped by calibrate.serving.serving_rows (its
   dp_attention path: the same workload, lengths, engine flags and measured metrics as its
@@ -39,15 +43,18 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from deployment_replay import closed_loop
 from tokenprobe.calibrate import load_profile, profile_name_for
-from tokenprobe.calibrate.mlenergy import MLENERGY_FIELDS, TASK_ISL
+from tokenprobe.calibrate.mlenergy import MLENERGY_FIELDS, TASK_ISL, TASK_OUTPUT_CV
 from tokenprobe.calibrate.observations import (
     SkipRowError,
     engine_name,
@@ -58,11 +65,12 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
 )
 from tokenprobe.calibrate.serving import serving_rows
-from tokenprobe.cost import Deployment
+from tokenprobe.cost import Deployment, EpComm, gpu_generation
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text
+from tokenprobe.records import Run
 from tokenprobe.sim import engine_defaults, simulate_fleet
-from tokenprobe.workload import Arrival, Workload, fixed
+from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 from validation_data import bias_pct, mdape_pct, run_main
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -88,7 +96,9 @@ class DpRow:
 
 
 def _with_profile(dep: Deployment, engine: str) -> Deployment:
-    name = profile_name_for(engine, dep.gpu.vendor)
+    """`dep` at its engine's shipped profile for its GPU (vllm-blackwell on a B200: the one
+    validate.py prices the same table's other rows with)."""
+    name = profile_name_for(engine, dep.gpu.vendor, gpu_generation(dep.gpu))
     if name is None:
         return dep
     profile = load_profile(name)
@@ -96,7 +106,8 @@ def _with_profile(dep: Deployment, engine: str) -> Deployment:
 
 
 def _figures(d: Mapping[str, Any]) -> dict[str, float]:
-    """Median ITL / TPOT, output tokens/s and J per output token of a fleet's to_dict()."""
+    """Median ITL / TPOT, output tokens/s and J per output token of a fleet's to_dict(); the
+    throughput and energy of its steady window (`steady_window`) where it has one."""
     out = {"output_throughput": float(d["output_tokens_per_s"])}
     for metric, key in (("itl_median", "itl_s"), ("tpot_median", "tpot_s")):
         if d[key]["p50"] is not None:
@@ -105,13 +116,51 @@ def _figures(d: Mapping[str, Any]) -> dict[str, float]:
     total_j = (d.get("energy") or {}).get("total_j")
     if tokens and total_j:
         out["energy_per_output_token"] = float(total_j) / float(tokens)
+    steady = d.get("steady")
+    if steady:
+        out["output_throughput"] = steady["tokens"] / steady["duration_s"]
+        out["energy_per_output_token"] = steady["energy_j"] / steady["tokens"]
     return out
+
+
+def steady_window(run: Run, max_num_seqs: int) -> dict[str, float] | None:
+    """ML.ENERGY's steady state of a run: from the instant `max_num_seqs` requests have their
+    first token to the instant all but max_num_seqs + 1 have finished
+    (github:ml-energy/benchmark@c1d6557:mlenergy/benchmark/llm/benchmark.py `RequestTracker`,
+    whose window the leaderboard's throughput and energy per token are measured over): the
+    tokens that arrive in it, its duration and the GPUs' energy over it (the run's power
+    timeline clipped to it). None when the run is too short to have one."""
+    records = [r for r in run.records if r.ok and r.first_token_s is not None]
+    end_index = len(records) - max_num_seqs - 1
+    if max_num_seqs < 1 or end_index <= max_num_seqs:
+        return None
+    start_s = sorted(r.first_token_s for r in records)[max_num_seqs - 1]  # type: ignore[type-var]
+    end_s = sorted(r.finish_s for r in records)[end_index - 1]  # type: ignore[type-var]
+    if end_s is None or start_s is None or end_s <= start_s:
+        return None
+    tokens = sum(1 for r in records for t in r.token_times_s if start_s <= t < end_s)
+    t = np.array([p.t_s for p in run.timeline] + [max(end_s, run.timeline[-1].t_s)])
+    power = np.array([p.power_w for p in run.timeline])
+    spans = np.clip(t[1:], start_s, end_s) - np.clip(t[:-1], start_s, end_s)
+    return {"tokens": float(tokens), "duration_s": end_s - start_s,
+            "energy_j": float(np.sum(power * spans))}  # fmt: skip
 
 
 def engine_max_num_seqs(row: Mapping[str, str], dp: int, default: int) -> int:
     """One engine's `--max-num-seqs` in an ML.ENERGY DP run: the row's (the sweep's, the
     fleet's) over the ranks (module docstring); `default` an engine's where the row has none."""
     return max(1, int_field(row, "max_num_seqs", default * dp) // dp)
+
+
+def output_lengths(mean: float, cv: float, n: int) -> list[int]:
+    """`n` output lengths of this mean and coefficient of variation (lognormal: sigma² =
+    ln(1 + cv²)), the same every run (seed 0) and in a shuffled order, so that requests finish
+    spread out as the task's do, not in waves of equal lengths: under DP padding a rank's
+    lone prefill costs the gang as much as a wave's (cost/dpep.py), so when requests end matters.
+    The task's CV is calibrate.mlenergy's (TASK_OUTPUT_CV)."""
+    sigma = math.sqrt(math.log1p(cv * cv))
+    dist = LengthDist("lognormal", mean=mean, sigma=sigma, name="output_tokens")
+    return [int(k) for k in dist.sample(np.random.default_rng(0), n)]
 
 
 def mlenergy_row(row: Mapping[str, str]) -> DpRow:
@@ -126,7 +175,7 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     ranks = None if dp == gpus else dp
     dep = row_deployment(row["model_hf_id"], gpu, flat, expert_parallel=True, attention_dp=True,
                          dp_ranks=ranks)  # fmt: skip
-    dep = _with_profile(dep, engine)
+    dep = replace(_with_profile(dep, engine), ep_comm=VLLM_011_EP_COMM)
     task = next((t for t in TASK_ISL if f"task={t}" in row.get("notes", "")), None)
     batch, osl = float_field(row, "avg_batch_size"), float_field(row, "osl_mean")
     if task is None or batch is None or osl is None:
@@ -135,14 +184,22 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     config = engine_defaults(engine, dep.gpu)
     config = replace(config, max_num_seqs=engine_max_num_seqs(row, dp, config.max_num_seqs))
     isl, c = TASK_ISL[task], max(1, round(batch))
+    n = max(64, CLOSED_REQUESTS * c)
+    fleet_seqs = int_field(row, "max_num_seqs", c)  # the sweep's, over the fleet
+    lengths = output_lengths(osl, TASK_OUTPUT_CV[task], n)
 
     def run(arrival: Arrival) -> dict[str, Any]:
-        wl = Workload(arrival, fixed(isl, "input_tokens"), fixed(round(osl), "output_tokens"))
+        pairs = zip(arrival.trace, lengths, strict=True)
+        specs = tuple(spec._replace(output_tokens=k) for spec, k in pairs)
+        wl = Workload(replace(arrival, trace=specs), fixed(isl, "input_tokens"),
+                      fixed(round(osl), "output_tokens"))  # fmt: skip
         res = simulate_fleet(dep, wl, dp=dep.dp, router="least-loaded", config=config,
-                             engine=engine, trace_requests=ITL_TRACE)  # fmt: skip
-        return res.to_dict()
+                             engine=engine, trace_requests=n)  # fmt: skip
+        d = res.to_dict()
+        d["steady"] = steady_window(res.run(), fleet_seqs)
+        return d
 
-    d, _, _ = closed_loop(run, max(64, CLOSED_REQUESTS * c), c, isl, round(osl))
+    d, _, _ = closed_loop(run, n, c, isl, round(osl))
     out.predicted = _figures(d)
     return out
 
@@ -160,6 +217,12 @@ def gpustack_row(row: Mapping[str, str]) -> DpRow:
     return out
 
 
+# vLLM 0.11.1's MoE exchange when nothing names one: VLLM_ALL2ALL_BACKEND defaults to
+# "allgather_reducescatter" (vllm-project/vllm@v0.11.1:vllm/envs.py), every rank's tokens
+# gathered to every EP GPU; ML.ENERGY's launch sets no back end (github:ml-energy/benchmark@
+# c1d6557:configs/vllm/sourcegraph-fim/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/B200/
+# monolithic.env.yaml holds logging variables only, monolithic.config.yaml no --all2all-backend)
+VLLM_011_EP_COMM = EpComm("allgather")
 MLENERGY, GPUSTACK = "mlenergy_v3_b200 (dp)", "gpustack_sglang (dp)"
 SOURCES: dict[str, tuple[str, Callable[[Mapping[str, str]], DpRow]]] = {
     "mlenergy_leaderboard_v3_b200.csv": (MLENERGY, mlenergy_row),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tokenprobe.cost import EpComm
+from tokenprobe.records import RequestRecord, Run, TimelinePoint
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -58,3 +59,37 @@ def test_an_mlenergy_dp_engine_gets_its_share_of_the_sweeps_max_num_seqs() -> No
     assert vdp.engine_max_num_seqs({"max_num_seqs": "512"}, 8, 256) == 64
     assert vdp.engine_max_num_seqs({"max_num_seqs": "8"}, 4, 256) == 2
     assert vdp.engine_max_num_seqs({}, 8, 256) == 256  # no sweep value: an engine's default
+
+
+def test_mlenergy_dp_output_lengths_have_the_tasks_mean_and_spread() -> None:
+    """The DP rows' outputs are drawn lognormal with the published mean and calibrate.mlenergy's
+    CV (1 for code completion: sigma² = ln 2), not all equal: 4,000 draws of mean 245 land
+    within sampling error (CV / √n = 1.6 % for the mean), and they differ from one another."""
+    lengths = vdp.output_lengths(245.0, 1.0, 4000)
+    mean = sum(lengths) / len(lengths)
+    sd = math.sqrt(sum((k - mean) ** 2 for k in lengths) / len(lengths))
+    assert abs(mean / 245.0 - 1) < 0.05
+    assert 0.8 < sd / mean < 1.2
+    assert vdp.output_lengths(245.0, 1.0, 4000) == lengths  # the same every run
+
+
+def test_the_steady_window_is_ml_energys() -> None:
+    """Six requests, max_num_seqs 2: the window opens at the second first token (t = 1.0) and
+    closes when all but 2 + 1 have finished, at the third finish (t = 6.0). Request i has its
+    first token at 0.5 i + 0.5, one token a second after it, and finishes at i + 4, so the
+    tokens in [1, 6) are, by hand, 3 + 5 + 5 + 4 + 4 + 3 = 24; the GPUs draw 1,000 W until
+    t = 3 and 2,000 W after: 2 s x 1 kW + 3 s x 2 kW = 8 kJ in the window. Four requests
+    leave no window (the ramp-down would start before the ramp-up ends)."""
+    records = []
+    for i in range(6):
+        first = 0.5 * i + 0.5
+        finish = i + 4.0
+        times = [first + k for k in range(int(finish - first) + 1)]
+        records.append(RequestRecord(f"r{i}", 0.0, 0.0, first, finish, 8, len(times), times))
+    timeline = [TimelinePoint(0.0, 0, 0, 0, 1000.0), TimelinePoint(3.0, 0, 0, 0, 2000.0)]
+    window = vdp.steady_window(Run("simulated", records=records, timeline=timeline), 2)
+    assert window is not None
+    assert window["duration_s"] == 5.0
+    assert window["tokens"] == 3 + 5 + 5 + 4 + 4 + 3
+    assert window["energy_j"] == 2 * 1000.0 + 3 * 2000.0
+    assert vdp.steady_window(Run("simulated", records=records[:4], timeline=timeline), 2) is None

@@ -12,11 +12,13 @@ import pytest
 from tokenprobe.cost import (
     DUMMY_BATCH,
     BatchShape,
+    expert_rows,
     gang_step,
     make_deployment,
     op_costs,
     rank_work_s,
     shared_moe_s,
+    shared_parts_s,
     step_cost,
 )
 from tokenprobe.cost.memory import weights_bytes_per_gpu
@@ -183,3 +185,32 @@ def test_a_ranks_all_reduces_and_its_split_dispatch() -> None:
     assert balanced == pytest.approx(
         step_cost(DP2_TP2, BatchShape.decode(128, 1000)).time_s, rel=1e-12
     )
+
+
+def test_padding_makes_one_ranks_prefill_expert_work_for_every_rank() -> None:
+    """vLLM pads every rank to the largest rank's tokens (cost/dpep.py): a 512-token prompt on
+    rank 0 while ranks 1-3 run one-token dummies is 4 x 512 = 2,048 expert rows padded, 512 +
+    3 = 515 not. The ranks' own work (max_r work_r) does not change; the shared layers are
+    priced for 2,048 rows (each GPU still sends the largest rank's 512 tokens, the busiest
+    receiver's excess now that of a 2,048-token step), so the padded step is longer by exactly
+    the shared layers' difference."""
+    shapes = [BatchShape.prefill(512), None, None, None]
+    padded, plain = gang_step(DP4, shapes, padded=True), gang_step(DP4, shapes)
+    assert expert_rows(DP4, 515, 512, padded=True) == 2048
+    assert expert_rows(DP4, 515, 512, padded=False) == 515
+    experts_padded, a2a_padded = shared_parts_s(DP4, 2048, 512, True)
+    experts_plain, a2a_plain = shared_parts_s(DP4, 515, 512, True)
+    assert padded.work_s == plain.work_s
+    # 4x the rows, though not 4x the time: at ~500 rows a GPU's 32 experts are still mostly
+    # read, not computed (48 layers x 32 x 3 x 2048 x 768 x 2 B = 14.5 GB a step)
+    assert experts_padded > experts_plain
+    extra = experts_padded + a2a_padded - experts_plain - a2a_plain
+    assert padded.time_s - plain.time_s == pytest.approx(extra, rel=1e-9)
+
+
+def test_padding_changes_nothing_when_the_ranks_hold_equal_batches() -> None:
+    """Four ranks of 64 decoding sequences each: the largest rank's 64 x 4 ranks is the sum, so
+    the padded step is the unpadded one (and step_cost's, as the N-equal-ranks test has it)."""
+    shape = BatchShape(decode_seqs=64, decode_context_tokens=64 * 1024)
+    padded, plain = gang_step(DP4, [shape] * 4, padded=True), gang_step(DP4, [shape] * 4)
+    assert padded.time_s == pytest.approx(plain.time_s, rel=1e-12)

@@ -31,6 +31,7 @@ from tokenprobe.sim import (
     simulate,
     simulate_fleet,
 )
+from tokenprobe.sim.dpep import pads_ranks
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.workload import Arrival, RequestSpec, Workload
 
@@ -68,12 +69,12 @@ def test_one_rank_is_the_single_replica_simulator() -> None:
 
 def test_a_lone_request_keeps_three_ranks_in_dummy_passes() -> None:
     """One 512-token prompt, one output token: rank 0 prefills it while ranks 1-3 each run a
-    one-token dummy batch, so the step takes gang_step's time for (prefill, -, -, -) and the
-    first token comes then (after the front end's latency); ranks 1-3 wait rank 0's work less
-    the dummy's."""
+    one-token dummy batch, padded to 512 rows as vLLM pads (the default engine), so the step
+    takes gang_step's padded time for (prefill, -, -, -) and the first token comes then (after
+    the front end's latency); ranks 1-3 wait rank 0's work less the dummy's."""
     result = _dp(_trace((0.0, 512, 1)))
     (record,) = result.records
-    step = gang_step(DP4, [BatchShape.prefill(512), None, None, None])
+    step = gang_step(DP4, [BatchShape.prefill(512), None, None, None], padded=True)
     front_s = DP4.efficiency.request_overhead_s
     assert record.first_token_s == pytest.approx(front_s + step.time_s, rel=1e-9)
     data = result.to_dict()["data_parallel"]
@@ -234,3 +235,16 @@ def test_ranks_of_two_gpus_hold_their_kv_split_two_ways() -> None:
     data = result.to_dict()
     assert data["config"]["num_gpus"] == 4
     assert data["config"]["idle_power_w"] == pytest.approx(4 * dep.gpu.idle_w)
+
+
+def test_vllm_pads_the_ranks_and_sglang_does_not() -> None:
+    """vLLM 0.10-0.11 pads every DP rank to the largest rank's tokens whenever CUDA graphs are
+    configured (sim/dpep.py PADDING_ENGINES); the run says so. A lone 512-token prompt with
+    three idle ranks: padded, the experts compute 4 x 512 rows, so the first token comes later
+    than under the unpadded gang step."""
+    assert pads_ranks("vllm") and not pads_ranks("sglang") and not pads_ranks(None)
+    result = _dp(_trace((0.0, 512, 1)))
+    assert result.to_dict()["data_parallel"]["padded_to_largest_rank"] is True
+    (record,) = result.records
+    plain = gang_step(DP4, [BatchShape.prefill(512), None, None, None])
+    assert record.first_token_s > DP4.efficiency.request_overhead_s + plain.time_s

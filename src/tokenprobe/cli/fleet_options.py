@@ -1,7 +1,7 @@
 """The fleet flags of `simulate` and `estimate` beyond replicas: data-parallel attention ranks
 with expert parallelism (`--dp N --enable-expert-parallel`, vLLM's and SGLang's names kept as
-aliases), each disaggregated side's tensor parallelism (`--prefill-tp`, `--decode-tp`), and the
-tables that show them."""
+aliases; with `--replicas`, a fleet of such groups), each disaggregated side's tensor
+parallelism (`--prefill-tp`, `--decode-tp`), and the tables that show them."""
 
 from __future__ import annotations
 
@@ -81,6 +81,47 @@ def render_data_parallel(d: dict[str, Any]) -> None:
         "exchange); the ranks waited for the slowest "
         f"{_num(100 * (dp['wait_fraction'] or 0.0), 1)} % of it; imbalance (max / mean): "
         f"requests {_num(d['imbalance']['requests_max_over_mean'], 3)}",
+        markup=False,
+    )
+
+
+GROUP_COLUMNS = (
+    Col("group", justify="right"),
+    Col("completed", justify="right"),
+    Col("TTFT p50 ms", justify="right"),
+    Col("TTFT p90 ms", justify="right"),
+    Col("TPOT p50 ms", justify="right"),
+    Col("ITL p90 ms", justify="right"),
+    Col("output tok/s", justify="right"),
+    Col("steps", justify="right"),
+    Col("waiting %", justify="right"),
+)
+
+
+def render_dp_groups(d: dict[str, Any]) -> None:
+    """The groups of `simulate --replicas N --dp M`: each group's requests, latency
+    percentiles, throughput and its ranks' waiting for the slowest; the routers and the fleet
+    router's imbalance over the groups."""
+    groups = d["dp_groups"]
+    rows = [
+        [
+            str(g["group"]),
+            str(g["completed"]),
+            _ms(g["ttft_s"]["p50"], 1),
+            _ms(g["ttft_s"]["p90"], 1),
+            _ms(g["tpot_s"]["p50"], 2),
+            _ms(g["itl_s"]["p90"], 2),
+            _num(g["output_tokens_per_s"], 1),
+            f"{g['data_parallel']['gang_steps']:,}",
+            _num(100 * (g["data_parallel"]["wait_fraction"] or 0.0), 1),
+        ]
+        for g in groups["per_group"]
+    ]
+    title = f"{groups['groups']} DP groups of {groups['ranks_per_group']} attention ranks"
+    print_table(title + f" behind the {d['router']} router", GROUP_COLUMNS, rows)
+    prose(
+        f"ranks within a group: {groups['rank_router']} dispatch; imbalance over the groups "
+        f"(max / mean requests): {_num(groups['requests_max_over_mean'], 3)}",
         markup=False,
     )
 

@@ -74,6 +74,7 @@ from tokenprobe.sim import (
     ClusterResult,
     DisaggResult,
     DpEpResult,
+    DpFleetResult,
     ProgressFn,
     Scenario,
     ScenarioPart,
@@ -310,7 +311,7 @@ def simulate_cmd(
 
     def run(
         progress: ProgressFn | None, window: ServerFlags = flags
-    ) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
+    ) -> SimResult | ClusterResult | DisaggResult | DpEpResult | DpFleetResult:
         if out is not None:  # a file or unwritable path is refused before the simulation
             prepare_run_folder(out, overwrite=True)  # and an old run's files never mix in
         if not model or not gpu:
@@ -422,9 +423,11 @@ def _no_spec_here(spec_decode: str | None) -> None:
     )
 
 
-def _with_progress(run: Any, show: bool) -> SimResult | ClusterResult | DisaggResult | DpEpResult:
+def _with_progress(
+    run: Any, show: bool
+) -> SimResult | ClusterResult | DisaggResult | DpEpResult | DpFleetResult:
     with progress("simulating", enabled=show) as report:
-        result: SimResult | ClusterResult | DisaggResult | DpEpResult = run(report)
+        result: SimResult | ClusterResult | DisaggResult | DpEpResult | DpFleetResult = run(report)
     return result
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenprobe.cli.energy_rows import basis_rows
-from tokenprobe.cli.fleet_options import render_data_parallel
+from tokenprobe.cli.fleet_options import render_data_parallel, render_dp_groups
 from tokenprobe.cli.frontend_tables import (
     PAIR_COLUMNS,
     frontend_table,
@@ -111,6 +111,8 @@ def render_simulation(d: dict[str, Any]) -> None:
         window_table(d["batch_window"])
     if d.get("data_parallel"):
         render_data_parallel(d)
+    elif d.get("dp_groups"):
+        render_dp_groups(d)
     elif d.get("per_replica"):
         _render_workers(
             d["per_replica"], f"{d['replicas']} replicas behind the {d['router']} router"

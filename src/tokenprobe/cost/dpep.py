@@ -21,12 +21,18 @@ slowest into the next layer. Per step:
              from each of its GPUs, priced by the deployment's EP back end (epcomm.py; under
              two-batch overlap the exchange hides under max_r work_r + experts, the step
              taking the larger of the two): the collective ends with the GPU that sends
-             the most, and vLLM pads every rank to the largest rank's token count when CUDA
-             graphs or micro-batches are on (vllm-project/vllm@
-             00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:vllm/v1/worker/dp_utils.py
-             `_post_process_dp_padding`); the padding's work on the smaller ranks runs while
-             they would wait, so it does not lengthen the step
+             the most
     wait_r = step − work_r − shared: how long rank r waits for the slowest
+
+Padding (`padded`): vLLM pads every rank's batch to the largest rank's token count
+(vllm-project/vllm@v0.11.1:vllm/v1/worker/dp_utils.py `_post_process_dp_padding`,
+`[max_num_tokens] * len(num_tokens_across_dp)`), and the padding rows are real rows from the
+embedding on: the smaller ranks' own layers run them while they would wait anyway (max_r
+work_r is unchanged), but the MoE layers gather every rank's rows, padding included, so the
+routed experts compute N x the largest rank's tokens, not the sum. A rank that prefills a
+1,450-token prompt while seven decode one sequence each makes the experts of an 8-rank step
+compute 8 x 1,450 rows instead of 1,457: prefill steps cost the whole gang N times their
+expert work (sim/dpep.py `pads_ranks` says which engines pad).
 
 Per-layer maxima equal the per-step maximum because the ranks run the same layers. A rank with
 nothing to run computes a dummy batch of one token meanwhile, so that the collectives line up
@@ -104,10 +110,18 @@ def shared_moe_s(
     return experts + a2a
 
 
+def expert_rows(dep: Deployment, tokens: int, max_rank_tokens: int, padded: bool) -> int:
+    """Rows the routed experts compute in a step of `tokens` over the ranks, the largest rank
+    holding `max_rank_tokens`: all ranks padded to the largest (`padded`, module docstring)
+    or the sum."""
+    return dep.dp * max_rank_tokens if padded else tokens
+
+
 def shared_parts_s(
     dep: Deployment, tokens: int, max_rank_tokens: int, prefill: bool = False
 ) -> tuple[float, float]:
-    """(routed experts and host-link offload, EP exchange) seconds of shared_moe_s."""
+    """(routed experts and host-link offload, EP exchange) seconds of shared_moe_s; `tokens`
+    the rows the experts compute (`expert_rows`)."""
     ops = op_costs(dep, BatchShape(decode_seqs=tokens))  # the experts see only the token count
     experts = sum(op.time_s for op in ops if op.name in SHARED_OPS)
     layers = exchange_layers(dep)
@@ -126,15 +140,19 @@ def gang_time_s(dep: Deployment, max_work_s: float, experts_s: float, a2a_s: flo
     return float(max_work_s + experts_s + a2a_s - hidden)
 
 
-def gang_step(dep: Deployment, shapes: Sequence[BatchShape | None]) -> GangStep:
-    """The step of `dep.dp` ranks with these batches (None: the rank runs a dummy batch)."""
+def gang_step(
+    dep: Deployment, shapes: Sequence[BatchShape | None], padded: bool = False
+) -> GangStep:
+    """The step of `dep.dp` ranks with these batches (None: the rank runs a dummy batch);
+    `padded`: every rank padded to the largest rank's tokens (module docstring)."""
     if len(shapes) != dep.dp:
         raise ConfigError("shapes", len(shapes), f"one batch (or None) for each of {dep.dp} ranks")
     batches = [DUMMY_BATCH if s is None else s for s in shapes]
     work = tuple(rank_work_s(dep, s) for s in batches)
     rank_tokens = [s.tokens for s in batches]
     prefill = any(s.prefill_tokens > 0 for s in batches)
-    experts, a2a = shared_parts_s(dep, sum(rank_tokens), max(rank_tokens), prefill)
+    rows = expert_rows(dep, sum(rank_tokens), max(rank_tokens), padded)
+    experts, a2a = shared_parts_s(dep, rows, max(rank_tokens), prefill)
     time_s = gang_time_s(dep, max(work), experts, a2a)
     shared = time_s - max(work)  # what the shared layers add to the slowest rank's work
     return GangStep(time_s, work, shared, tuple(time_s - w - shared for w in work))

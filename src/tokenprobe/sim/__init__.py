@@ -12,6 +12,7 @@ cluster.py     data-parallel replicas behind a router (round-robin, least-loaded
 disagg.py      prefill/decode disaggregation: P and D workers, the KV sent between them
 pd_handoff.py  SGLang PD's handoff: router, decode pre-allocation, first token at the handoff
 dpep.py        data-parallel attention ranks stepping together through shared EP MoE layers
+dpep_fleet.py  fleets of such DP groups behind a router (--replicas N --dp M)
 gang_feed.py   the requests those ranks are sent: open loop, or a closed loop of users
 sglang_dp.py   SGLang 0.4's scheduler settings, and those of each --enable-dp-attention rank
 kv.py          the paged KV block pool and the shared-prefix cache
@@ -36,6 +37,7 @@ from tokenprobe.sim.capacity import MAX_QUEUE_S, max_rate_per_s, meets_slos
 from tokenprobe.sim.cluster import MAX_REPLICAS, ROUTERS, ClusterResult
 from tokenprobe.sim.disagg import DisaggResult
 from tokenprobe.sim.dpep import DpEpResult
+from tokenprobe.sim.dpep_fleet import DpFleetResult
 from tokenprobe.sim.engine import ProgressFn, SimulationError, StepFn
 from tokenprobe.sim.engines import (
     ENGINES,
@@ -82,6 +84,7 @@ __all__ = [
     "ClusterResult",
     "DisaggResult",
     "DpEpResult",
+    "DpFleetResult",
     "EnginePreset",
     "Frontend",
     "ProgressFn",

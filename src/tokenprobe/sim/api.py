@@ -34,7 +34,8 @@ from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
 from tokenprobe.sim.disagg import DisaggResult, run_disaggregated
-from tokenprobe.sim.dpep import DpEpResult, run_dpep
+from tokenprobe.sim.dpep import DpEpResult, pads_ranks, run_dpep
+from tokenprobe.sim.dpep_fleet import DpFleetResult, rank_router_for, run_dpep_fleet
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
 from tokenprobe.sim.engines import vllm_defaults
 from tokenprobe.sim.frontend import Frontend
@@ -305,13 +306,14 @@ def simulate_fleet(
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
     pd_handoff: str | None = None,
-) -> ClusterResult | DisaggResult | DpEpResult:
+) -> ClusterResult | DisaggResult | DpEpResult | DpFleetResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
     prefill and decode workers with the KV sent between them (sim/disagg.py), each side with
     its own tensor parallelism (`prefill_tp`, `decode_tp`: default the deployment's); or, with `dp`
     > 1 and an attention-DP deployment over `dp` GPUs, its attention ranks behind `router`,
-    stepping together through their shared MoE layers (sim/dpep.py). `to_dict()` is
+    stepping together through their shared MoE layers (sim/dpep.py), and with `replicas` > 1
+    too, that many such groups behind `router` (sim/dpep_fleet.py). `to_dict()` is
     `simulate --replicas / --disaggregate / --dp --json`. `spec_decode`: every replica, or
     every decode worker, decodes speculatively (not with `dp`: ranks step together, and a
     rank's drafts would be another rank's wait). `api_server_processes`, `host`, `host_model`,
@@ -364,11 +366,18 @@ def simulate_fleet(
     step_fn = StepMemo(cost_step_fn(deployment))
     blocks = capacity_blocks(deployment, config)
     if dp > 1 or deployment.attention_dp:
-        if replicas != 1 or disaggregate is not None:
-            raise ConfigError("dp", dp, "--dp without --replicas or --disaggregate")
+        if disaggregate is not None:
+            raise ConfigError("dp", dp, "--dp without --disaggregate")
+        if replicas != 1:  # a fleet of DP groups (sim/dpep_fleet.py)
+            return run_dpep_fleet(
+                workload, step_fn, deployment, config, blocks, groups=replicas, ranks=dp,
+                router=router, rank_router=rank_router_for(engine), padded=pads_ranks(engine),
+                frontend_s=deployment.efficiency.request_overhead_s, **common,
+            )  # fmt: skip
         return run_dpep(
             workload, step_fn, deployment, config, blocks, ranks=dp, router=router,
-            frontend_s=deployment.efficiency.request_overhead_s, **common,
+            frontend_s=deployment.efficiency.request_overhead_s, padded=pads_ranks(engine),
+            **common,
         )  # fmt: skip
     if disaggregate is not None:
         if replicas != 1 or router != "round-robin":

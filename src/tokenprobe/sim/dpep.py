@@ -13,7 +13,9 @@ among them, so a step starts on every rank at once and ends when the slowest ran
 and the shared MoE work for all ranks' tokens are done (cost/dpep.py: step = max_r work_r +
 shared). A rank with nothing to run computes a dummy
 batch meanwhile (vLLM `execute_dummy_batch`), its GPUs busy, its energy counted as idle (it
-serves no request); the ranks idle only when none has work.
+serves no request); the ranks idle only when none has work. vLLM pads every rank to the largest
+rank's token count, so the experts compute N x its tokens (`pads_ranks`, cost/dpep.py): one
+rank's prefill is expert work for the whole gang, every decoding sequence on every rank waiting.
 
 The loop: at the gang's clock, route the arrivals up to it (the loads as they stand), let every
 rank apply its events, ask every rank for its plan, price the step from all the plans, start
@@ -36,6 +38,7 @@ from typing import Any
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
+    expert_rows,
     gang_time_s,
     idle_power_w,
     rank_work_s,
@@ -48,26 +51,48 @@ from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
 from tokenprobe.sim.gang_feed import GangFeed
+from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
 from tokenprobe.sim.stepcache import DecodeMemo
 from tokenprobe.workload import Workload
 
 MAX_RANKS = 1024
-_DUMMY = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
+# Engines that pad every DP rank's batch to the largest rank's token count on every step: vLLM
+# 0.10-0.11 (the `vllm` preset's era; vllm-blackwell is 0.11.1) whenever CUDA graphs are
+# configured, its default (`--enforce-eager` turns them off): vllm-project/vllm@v0.11.1:
+# vllm/v1/worker/gpu_model_runner.py `allow_dp_padding = self.compilation_config.cudagraph_mode
+# != CUDAGraphMode.NONE`, the configured mode rather than the step's, passed to
+# dp_utils.coordinate_batch_across_dp, whose `_post_process_dp_padding` returns the largest
+# rank's count for every rank, prefill steps included (the older `get_dp_padding` says as much:
+# "TODO(tms): There are many cases where padding is enabled for prefills, causing unnecessary
+# and excessive padding of activations"). Later vLLM pads only steps the synced runtime mode
+# replays as a graph (vllm-project/vllm@00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:
+# vllm/v1/worker/dp_utils.py `should_dp_pad = synced_cudagraph_mode != 0 or should_ubatch`),
+# not modelled: those versions have no preset. SGLang is not padded here (its DP attention
+# gathers each rank's own tokens; sim/sglang_dp.py).
+PADDING_ENGINES = frozenset({"vllm"})
+DUMMY_PLAN = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
 
 
-def _unpriced(plan: StepPlan) -> tuple[float, float]:
+def pads_ranks(engine: str | None) -> bool:
+    """Whether `engine` pads every DP rank to the largest rank's tokens (PADDING_ENGINES)."""
+    return engine in PADDING_ENGINES
+
+
+def unpriced(plan: StepPlan) -> tuple[float, float]:
     raise SimulationError(f"a data-parallel rank priced {plan} alone (its gang prices steps)")
 
 
 @dataclass(slots=True)
 class GangPricer:
     """Step times of the ranks together (cost/dpep.py), memoised: each rank's own work through
-    `DecodeMemo` (linear in its context), the shared MoE by (tokens, largest rank's tokens),
-    the power from the cost model's price of the summed batch (`step_fn`, memoised)."""
+    `DecodeMemo` (linear in its context), the shared MoE by (expert rows, largest rank's
+    tokens), the power from the cost model's price of the summed batch (`step_fn`, memoised),
+    the padding rows (`padded`) in it as one-token sequences (the dummy batch's shape)."""
 
     dep: Deployment
     step_fn: StepFn
+    padded: bool = False
     rank_fn: DecodeMemo = field(init=False)
     total_fn: DecodeMemo = field(init=False)
     shared: dict[tuple[int, int, bool], tuple[float, float]] = field(default_factory=dict)
@@ -82,7 +107,8 @@ class GangPricer:
         work = [self.rank_fn(p)[0] for p in plans]
         tokens = [p.prefill_tokens + p.decode_seqs for p in plans]
         prefill = any(p.prefill_tokens for p in plans)
-        key = (sum(tokens), max(tokens), prefill)
+        rows = expert_rows(self.dep, sum(tokens), max(tokens), self.padded)
+        key = (rows, max(tokens), prefill)
         parts = self.shared.get(key)
         if parts is None:
             parts = self.shared[key] = shared_parts_s(self.dep, *key)
@@ -90,6 +116,12 @@ class GangPricer:
         time_s = gang_time_s(self.dep, slowest, *parts)
         shared = time_s - slowest  # what the shared layers add to the slowest rank's work
         total = StepPlan(*(sum(col) for col in zip(*plans, strict=True)))
+        pad = rows - sum(tokens)
+        if pad:
+            total = total._replace(
+                decode_seqs=total.decode_seqs + pad,
+                decode_context_tokens=total.decode_context_tokens + pad,
+            )
         t_sum, e_sum = self.total_fn(total)
         return time_s, e_sum / t_sum * time_s, work, shared
 
@@ -147,6 +179,7 @@ class DpEpResult:
             "gang_busy_s": self.busy_s,
             "shared_moe_s": self.shared_s,
             "ep_backend": self.config.get("ep_backend"),
+            "padded_to_largest_rank": self.config.get("dp_padding"),
             "wait_s_total": sum(waits),
             "wait_fraction": sum(waits) / (len(waits) * self.busy_s) if self.busy_s else None,
             "dummy_steps": sum(r.dummy_steps for r in self.ranks),
@@ -158,7 +191,7 @@ class DpEpResult:
         return write_run(self.run(), directory, summary=self.to_dict())
 
 
-def _check_ranks(dep: Deployment, ranks: int) -> None:
+def check_ranks(dep: Deployment, ranks: int) -> None:
     if isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= MAX_RANKS:
         raise ConfigError("dp", ranks, f"an integer in [1, {MAX_RANKS}]")
     if not (dep.attention_dp and dep.dp == ranks and dep.pp == 1):
@@ -185,11 +218,13 @@ def run_dpep(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     frontend_s: float = 0.0,
+    padded: bool = False,
 ) -> DpEpResult:
     """`ranks` attention ranks of `dep` stepping together (module docstring); `capacity_blocks`
     is the KV pool of the whole deployment, split evenly over the ranks; `step_fn` prices a
-    batch on the whole deployment (the power of a step)."""
-    _check_ranks(dep, ranks)
+    batch on the whole deployment (the power of a step); `padded`: every rank padded to the
+    largest rank's tokens (`pads_ranks`)."""
+    check_ranks(dep, ranks)
     feed = GangFeed(workload, seed)  # open loop, or closed: sim/gang_feed.py
     per_rank_blocks = capacity_blocks // ranks
     if per_rank_blocks < 1:
@@ -199,28 +234,20 @@ def run_dpep(
     idle_w = idle_power_w(dep) / ranks
     state = state_blocks_per_seq(dep, config.block_size)
     opened = open_engines(
-        ranks, _unpriced, config, per_rank_blocks, scheduler, idle_w, frontend_s, state
+        ranks, unpriced, config, per_rank_blocks, scheduler, idle_w, frontend_s, state
     )
     engines = [e for e, _ in opened]
-    pricer = GangPricer(dep, step_fn)
+    pricer = GangPricer(dep, step_fn, padded)
     stats = [RankStats() for _ in range(ranks)]
     busy_s, shared_s, steps = _gang_loop(feed, engines, Router(router, ranks), pricer, stats)
     per_rank = max(1, -(-trace_requests // ranks))
-    parts = []
-    for index, (engine, pool) in enumerate(opened):
-        result = engine.finish()
-        records = build_records(result, per_rank, pool.prefix_caching)
-        for record in records:
-            record.extra["replica"] = float(index)
-        parts.append(
-            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
-                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
-        )  # fmt: skip
+    parts = rank_results(opened, per_rank, meta, slo_ttft_s, slo_tpot_s)
     config_doc = {
         **(meta or {}),
         "data_parallel_size": ranks,
         "expert_parallel": True,
         "ep_backend": dep.ep_comm.label(),  # how the MoE layers move tokens (cost/epcomm.py)
+        "dp_padding": padded,  # every rank padded to the largest rank's tokens
         "router": router,
         "seed": seed,
         "num_gpus": dep.num_gpus,
@@ -230,6 +257,29 @@ def run_dpep(
     }
     fleet = ClusterResult(config_doc, parts, router, idle_w, slo_ttft_s, slo_tpot_s)
     return DpEpResult(fleet, stats, steps, busy_s, shared_s)
+
+
+def rank_results(
+    opened: list[tuple[Engine, BlockPool]],
+    per_rank: int,
+    meta: dict[str, Any] | None,
+    slo_ttft_s: float | None,
+    slo_tpot_s: float | None,
+    offset: int = 0,
+) -> list[SimResult]:
+    """Each rank run to its end, its records (`per_rank` of them traced) numbered as members
+    `offset`, `offset` + 1, ... of the fleet (`extra["replica"]`)."""
+    parts = []
+    for index, (engine, pool) in enumerate(opened):
+        result = engine.finish()
+        records = build_records(result, per_rank, pool.prefix_caching)
+        for record in records:
+            record.extra["replica"] = float(offset + index)
+        parts.append(
+            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
+                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+        )  # fmt: skip
+    return parts
 
 
 def _gang_loop(
@@ -258,7 +308,7 @@ def _gang_loop(
                 return busy_s, shared_total, steps
             clock = later
             continue
-        priced = [_DUMMY if p is None else p for p in plans]
+        priced = [DUMMY_PLAN if p is None else p for p in plans]
         time_s, energy_j, work, shared = pricer.price(priced)
         end = clock + time_s
         share_j = energy_j / len(engines)
