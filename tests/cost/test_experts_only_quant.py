@@ -90,3 +90,18 @@ def test_other_formats_and_models_unchanged() -> None:
     assert dense_weight_bytes(fp8) == 1.0
     dense = make_deployment("llama-3.1-8b", "h200-sxm", weight_dtype="mxfp4")
     assert dense_weight_bytes(dense) == MXFP4_BYTES
+
+
+def test_hopper_upcast_hides_under_the_expert_read() -> None:
+    """ops.py's docstring: with every expert touched (4096 decode rows), each H200 of a TP2
+    gpt-oss-120b upcasts 3 x 2880 x 2880 / 2 x 128 x 36 = 57.33e9 weights once each, 3.125
+    CUDA-core ops a weight (catalog/energy.toml): 1.79e11 ops, 5.3 ms at 33.5e12 lanes/s,
+    under the 57.33e9 x 0.53125 B / 4.8 TB/s = 6.3 ms of reading them."""
+    from tokenprobe.cost.energy_figures import energy_figures
+    from tokenprobe.cost.step import dequant_ops
+
+    dep, _ = _deps(tp=2)
+    weights = 3 * H * H / 2 * 128 * LAYERS
+    ops = dequant_ops(dep, BatchShape.decode(4096, 100), energy_figures(dep.gpu))  # type: ignore[arg-type]
+    assert ops == pytest.approx(3.125 * weights, rel=1e-3)
+    assert ops / 33.5e12 < weights * MXFP4_BYTES / dep.gpu.hbm_bytes_per_s  # type: ignore[attr-defined]

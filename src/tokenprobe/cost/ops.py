@@ -26,6 +26,16 @@ parallel over `tp` (deployment.py):
               a Monte Carlo of Qwen3-235B's 128 experts, top-8, 8 GPUs agrees: 9.26). The
               FLOP are the mean GPU's, T·k/n rows; the layer waits for the busiest GPU's
               rows, f times as many (cost/epbalance.py): the excess is `expert_excess`.
+              MXFP4 experts (gpt-oss): 0.53125 B a weight (e2m1 + one e8m0 scale per 32), the
+              rest of the checkpoint in bf16 (`dense_weight_bytes`). On Hopper, vLLM 0.10-0.11
+              and SGLang 0.5 run them in triton_kernels' matmul_ogs, experts TP-sliced (SGLang
+              server_args.py: moe_runner_backend "triton_kernel" only with ep_size 1,
+              sgl-project/sglang@469c63e5), whose dot_scaled upcasts a weight tile once per
+              M-block of rows, not once per row: below 128 rows an expert, once per weight;
+              3.125 CUDA-core ops a weight (catalog/energy.toml) put every expert of
+              gpt-oss-120b at TP2 on an H200 at 5.3 ms a step, under the 6.3 ms its HBM read
+              takes at the full 4.8 TB/s, so hidden under it; `quantized_moe` (fitted) scales
+              both rates, at most its 1 - 0.93 of the experts' time.
 - elementwise: RMSNorms, residual adds, RoPE, activation: ~10 passes over T·h activations.
 Per step: the LM head (2·rows·h·V FLOP over the last position of each sequence; fp32 logits
 written) and the embedding lookup.
