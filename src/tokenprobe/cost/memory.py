@@ -25,7 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from tokenprobe.cost.deployment import Deployment
-from tokenprobe.cost.ops import group_coeffs
+from tokenprobe.cost.ops import dense_weight_bytes, group_coeffs
 from tokenprobe.cost.vllm_mla_era import (
     VLLM_MLA_RULES,
     mla_rule_extra_weight_bytes_per_gpu,
@@ -107,15 +107,13 @@ class MemoryReport:
 
 
 def weights_bytes_per_gpu(dep: Deployment) -> float:
-    wb = dep.weight_dtype.bytes_per_element
+    wb = dep.weight_dtype.bytes_per_element  # routed experts
+    db = dense_weight_bytes(dep)  # the rest: 16-bit where the checkpoint quantizes experts only
     layers = sum(
         g.layers
         * (
-            g.mix.qkv_weights
-            + g.mix.o_weights
-            + g.ffn.mlp_weights
-            + g.ffn.router_weights
-            + g.ffn.experts_here * g.ffn.expert_weights
+            (g.mix.qkv_weights + g.mix.o_weights + g.ffn.mlp_weights + g.ffn.router_weights) * db
+            + g.ffn.experts_here * g.ffn.expert_weights * wb
         )
         for g in group_coeffs(dep)
     )
@@ -124,7 +122,7 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     embed = m.embedding_params / dep.dense_tp
     head = m.lm_head_params / dep.dense_tp
     heads = embed + head if dep.pp == 1 else max(embed, head)
-    return layers * wb + heads * hb
+    return layers + heads * hb
 
 
 def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUDGET) -> float:

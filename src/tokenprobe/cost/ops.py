@@ -26,6 +26,16 @@ parallel over `tp` (deployment.py):
               a Monte Carlo of Qwen3-235B's 128 experts, top-8, 8 GPUs agrees: 9.26). The
               FLOP are the mean GPU's, T·k/n rows; the layer waits for the busiest GPU's
               rows, f times as many (cost/epbalance.py): the excess is `expert_excess`.
+              MXFP4 experts (gpt-oss): 0.53125 B a weight (e2m1 + one e8m0 scale per 32), the
+              rest of the checkpoint in bf16 (`dense_weight_bytes`). On Hopper, vLLM 0.10-0.11
+              and SGLang 0.5 run them in triton_kernels' matmul_ogs, experts TP-sliced (SGLang
+              server_args.py: moe_runner_backend "triton_kernel" only with ep_size 1,
+              sgl-project/sglang@469c63e5), whose dot_scaled upcasts a weight tile once per
+              M-block of rows, not once per row: below 128 rows an expert, once per weight;
+              3.125 CUDA-core ops a weight (catalog/energy.toml) put every expert of
+              gpt-oss-120b at TP2 on an H200 at 5.3 ms a step, under the 6.3 ms its HBM read
+              takes at the full 4.8 TB/s, so hidden under it; `quantized_moe` (fitted) scales
+              both rates, at most its 1 - 0.93 of the experts' time.
 - elementwise: RMSNorms, residual adds, RoPE, activation: ~10 passes over T·h activations.
 Per step: the LM head (2·rows·h·V FLOP over the last position of each sequence; fp32 logits
 written) and the embedding lookup.
@@ -233,7 +243,8 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     ab = dep.act_dtype.bytes_per_element
     if ab < 2:  # fp8/int8 activations are quantized inside the GEMM; tensors move in 16-bit
         ab = 2.0
-    wb = dep.weight_dtype.bytes_per_element
+    wb = dep.weight_dtype.bytes_per_element  # the routed experts'
+    db = dense_weight_bytes(dep)  # attention, dense MLP and shared experts
     kb = dep.kv_dtype.bytes_per_element
     m = dep.model
     h = m.hidden_size
@@ -248,7 +259,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
                 "qkv_proj",
                 n,
                 2 * tokens * mix.qkv_weights,
-                mix.qkv_weights * wb + tokens * (h + mix.qkv_out) * ab,
+                mix.qkv_weights * db + tokens * (h + mix.qkv_out) * ab,
             )
             share = dep.efficiency.mla_absorbed_prefill if m.mla is not None else 0.0
             core = _mha_share(mix, share)
@@ -261,7 +272,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
                 "o_proj",
                 n,
                 2 * tokens * mix.o_weights,
-                mix.o_weights * wb + tokens * (mix.o_in + h) * ab,
+                mix.o_weights * db + tokens * (mix.o_in + h) * ab,
             )
         if ffn.mlp_weights:
             name = "shared_experts" if g.moe else "mlp"
@@ -269,11 +280,24 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
                 name,
                 n,
                 2 * tokens * ffn.mlp_weights,
-                ffn.mlp_weights * wb + tokens * (2 * h + 4 * ffn.mlp_inner) * ab,
+                ffn.mlp_weights * db + tokens * (2 * h + 4 * ffn.mlp_inner) * ab,
             )
         if isinstance(g.layer.ffn, Moe):
             yield from _moe_terms(dep, g.layer.ffn, g, tokens, all_tokens, wb, ab, h)
         yield _term("elementwise", n, 0.0, ELEMENTWISE_PASSES * tokens * h * ab)
+
+
+def dense_weight_bytes(dep: Deployment) -> float:
+    """Bytes per element of the weights outside the routed experts (attention, dense MLP,
+    shared experts): the deployment's weight format, except where the model's checkpoint
+    quantizes only the experts in that very format (`ModelSpec.experts_only_quant`: gpt-oss's
+    MXFP4 checkpoints keep self_attn and the router in bf16, openai/gpt-oss-120b config.json
+    quantization_config.modules_to_not_convert; OpenAI gpt-oss model card, sec. 2: "quantization
+    of the MoE weights to MXFP4"), whose engines load those weights as stored: 16 bits."""
+    w = dep.weight_dtype
+    if w.bits < 16 and dep.model.experts_only_quant == w.name:
+        return 2.0
+    return w.bytes_per_element
 
 
 def _mha_share(mix: MixerSplit, absorbed: float) -> MixerSplit:

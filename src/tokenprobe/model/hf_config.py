@@ -445,8 +445,25 @@ def from_hf_config(cfg: Mapping[str, Any], name: str = "") -> ModelSpec:
         hf_id=hf_id,
         model_type=model_type,
         max_context_tokens=_context_tokens(c),
+        experts_only_quant=_experts_only_quant(cfg),
         **shape,
     )
+
+
+def _experts_only_quant(cfg: Mapping[str, Any]) -> str:
+    """The quantization method of a checkpoint that leaves attention unconverted (its
+    `quantization_config.modules_to_not_convert` names the `self_attn` modules, as gpt-oss's
+    MXFP4 checkpoints do: only the MoE experts are quantized), else "". It sets no shape, so an
+    odd value (not an object, not a list of strings) is not stated rather than refused."""
+    quant = cfg.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return ""
+    method, kept = quant.get("quant_method"), quant.get("modules_to_not_convert")
+    if not isinstance(method, str) or not isinstance(kept, list):
+        return ""
+    if not any(isinstance(m, str) and "self_attn" in m for m in kept):
+        return ""
+    return method.lower()
 
 
 def _context_tokens(c: ConfigReader) -> int:

@@ -140,6 +140,13 @@ class ModelSpec:
     # the config's max_position_embeddings (0: not stated): an engine's default max_model_len
     # (vLLM V0 sizes its prefill-only step budget by it, sim/vllm_v0.py); not part of the shape
     max_context_tokens: int = field(default=0, compare=False)
+    # the checkpoint's quantization method ("mxfp4") where it quantizes only the routed experts
+    # and keeps attention, router, embeddings and LM head in 16 bits (config.json
+    # quantization_config.modules_to_not_convert, gpt-oss: "model.layers.*.self_attn",
+    # "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"); "" when not stated. A
+    # deployment that runs those weights in this format reads the dense ones in 16 bits
+    # (cost/ops.py `dense_weight_bytes`); not part of the shape
+    experts_only_quant: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)
