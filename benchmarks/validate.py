@@ -344,6 +344,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = _by_kind(default, profiled)
     energy = _energy_by_gpu(data.rows, profiled)
     energy_groups = validate_power.energy_by_group(data.rows, profiled)
+    energy_gpus = validate_power.energy_by_group(data.rows, profiled, validate_power.gpu_count)
     by_profile = _by_profile(default, profiled, names)
     records = _fit_records()
     print(f"skipped rows: {sum(data.skipped.values())}")
@@ -363,6 +364,7 @@ def run(args: argparse.Namespace) -> int:
                 "by_kind": kinds,
                 "energy_by_gpu": energy,
                 "energy_by_group": energy_groups,
+                "energy_by_gpu_count": energy_gpus,
                 "by_profile": by_profile,
                 "profile_fits": records,
                 "skipped": dict(data.skipped),

@@ -13,11 +13,15 @@ whether a group's energy error is the power model's or the time model's (ML.ENER
 Nemotron Nano v2 hybrids before `Efficiency.ssm_memory`: energy −34 %, power +31 %, time −48 %:
 the GPU waits on something the time model does not see, and draws less while it waits; with it,
 energy −19 %, power +23 %, time −31 %).
+
+The same table by GPU count (`gpu_count`) shows how the power error moves with tensor
+parallelism (the all-reduce's SM share in cost.energy; ML.ENERGY v3 H100, median signed power
+error at 1/2/4/8 GPUs -1.0/+6.4/+11.1/+12.8 % before it, -1.6/+3.9/+10.0/+6.3 % with it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenprobe.calibrate import Observation, Row
@@ -48,13 +52,23 @@ def model_group(row: Row) -> str:
     return f"{arch}-{dep.weight_dtype.name}"
 
 
-def energy_by_group(rows: Sequence[Row], profiled: list[Observation]) -> list[dict[str, Any]]:
-    """Print and return the errors per (GPU, model group, metric). `profiled` holds each row's
-    observations in the rows' order (validate.with_profiles), so each is matched to its row."""
+def gpu_count(row: Row) -> str:
+    """ "1 gpu", "4 gpus": the GPUs one replica spans (power per GPU falls as TP spreads the work
+    and the all-reduce waits grow: cost.energy)."""
+    n = row.deployment.num_gpus
+    return f"{n} gpu" if n == 1 else f"{n} gpus"
+
+
+def energy_by_group(
+    rows: Sequence[Row], profiled: list[Observation], by: Callable[[Row], str] = model_group
+) -> list[dict[str, Any]]:
+    """Print and return the errors per (GPU, group, metric), the group `by` (model group, or
+    `gpu_count`). `profiled` holds each row's observations in the rows' order
+    (validate.with_profiles), so each is matched to its row."""
     groups: dict[tuple[str, str, str], list[float]] = {}
     i = 0
     for row in rows:
-        key = (row.deployment.gpu.name, model_group(row))
+        key = (row.deployment.gpu.name, by(row))
         mine: dict[str, list[float]] = {}
         while i < len(profiled) and (profiled[i].run, profiled[i].label) == (row.run, row.label):
             o = profiled[i]
@@ -65,7 +79,8 @@ def energy_by_group(rows: Sequence[Row], profiled: list[Observation]) -> list[di
                     mine.setdefault(kind, []).append(o.error)
         if implied := time_errors(mine):
             groups.setdefault((*key, TIME_KIND), []).extend(implied)
-    print("\nenergy by GPU and model group (shipped profiles)")
+    what = "model group" if by is model_group else "GPU count"
+    print(f"\nenergy by GPU and {what} (shipped profiles)")
     print(f"{'gpu':16} {'group':14} {'metric':20} {'rows':>5} {'MdAPE':>7} {'bias':>7}")
     out = []
     for (gpu, group, kind), errors in sorted(groups.items()):

@@ -59,3 +59,19 @@ def test_time_per_token_is_what_energy_holds_beside_power() -> None:
     time = out[("dense-bf16", "time/output token")]
     assert time["rows"] == 1
     assert time["median_signed_pct"] == pytest.approx(100 * (1.10 / 1.21 - 1), abs=0.05)
+
+
+def test_the_gpu_count_table_groups_by_the_gpus_a_replica_spans() -> None:
+    """The same model at TP1 and TP4: +5 % and +12 % power land in "1 gpu" and "4 gpus"."""
+    one = _row("llama-3.1-70b", "bf16", "tp1")
+    four = dataclasses.replace(
+        one, label="tp4", deployment=make_deployment("llama-3.1-70b", "h100-sxm", tp=4)
+    )
+    assert (vp.gpu_count(one), vp.gpu_count(four)) == ("1 gpu", "4 gpus")
+    obs = [
+        Observation("src", "same-run", "vllm", "power_total", "tp1", 500.0, 525.0),
+        Observation("src", "same-run", "vllm", "power_total", "tp4", 500.0, 560.0),
+    ]
+    out = {(r["group"], r["metric"]): r for r in vp.energy_by_group([one, four], obs, vp.gpu_count)}
+    assert out[("1 gpu", "power")]["median_signed_pct"] == pytest.approx(5.0)
+    assert out[("4 gpus", "power")]["median_signed_pct"] == pytest.approx(12.0)

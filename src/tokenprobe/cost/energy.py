@@ -2,7 +2,7 @@
 
 Board power over a step of length t on one GPU, running at a fraction f of its full clock:
 
-    P = P_idle + b·D·f^n·(busy_s / t) + (1 − b)·D·f^n·(issue_s / t)
+    P = P_idle + b·D·f^n·(busy_s − (1 − σ)·comm_s) / t + (1 − b)·D·f^n·(issue_s / t)
         + [ f^(n−1)·( e_flop(gen, dtype)·FLOP_tc + r·e_flop(gen, bf16)·bytes_hbm
                       + (1 − b)·e_op(gen)·ops )
             + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
@@ -52,6 +52,17 @@ and never more than the power limit (min(TDP, cap)). The terms, each a mechanism
   them (`busy_s`: its share of the step; cost.step), as a share of the die's dynamic range
   D = U_GEMM·e_flop(bf16)·bf16 peak (TDP − idle on a generation's flagship; the same die under
   another board limit, GH200's 900 W, keeps it); b = `busy_power_fraction`, fitted.
+- (1 − σ)·comm_s: while a tensor-parallel step waits on its exposed all-reduce (or EP exchange),
+  the exchange runs on a few SMs and the rest of the die is clock-gated, so the busy power is
+  paid on σ = `EnergyFigures.comm_sm_share` of the die: vLLM's custom all-reduce launches 36
+  blocks, one an SM ("NCCL kernels also only take a small amount of SMs", its code says;
+  catalog/energy.toml), σ = 36/132 on an H100 SXM, 36/148 on a B200 (1, the whole die, on a
+  GPU without an SM count). This is why an H100's power over-prediction grew with TP: ML.ENERGY
+  v3 H100, `vllm` profile, median signed power error at 1/2/4/8 GPUs -1.0/+6.4/+11.1/+12.8 %
+  before, -1.6/+3.9/+10.0/+6.3 % with it (b refitted 0.449 -> 0.443; energy per output token
+  10.3 -> 10.1 %, B200's transferred 13.2 -> 13.5 %). What is left at 4 GPUs is mostly
+  Llama-3.1/3.3-70B at batch 96-900, where the predicted steps are up to 42 % too slow (the
+  time model) and so ask more tensor power than the 700 W limit gives.
 Utilisation-based linear models (AccelWattch, Kandiah et al. MICRO 2021) have this shape:
 constant + per-event energies; here the events are FLOPs and bytes, whose counts the roofline
 already has, and the energies are per generation, so the model carries to a GPU it was not fitted
@@ -67,7 +78,7 @@ power reported is that at clock f, never above the cap. This is why seed 003 see
 lost at 70 % of TDP on inference: with the `vllm` profile on H100 at a 490 W cap, a prefill-heavy
 batch (Llama-3.1-8B, 16 x 4096 in / 16 out) takes 13.2 % longer end to end (70B TP4, 16 x 8192 /
 8: 11.7 %) and uses 20 % (22 %) less energy per input token; a decode-heavy one (8B, 64 x 128 /
-1024) 0.9 % longer (70B TP4 at batch 128: 2.2 %), 7 % (20 %) less energy per output token
+1024) 0.9 % longer (70B TP4 at batch 128: 1.9 %), 7 % (17 %) less energy per output token
 (`estimate_deployment`, docs/accuracy.md compares these with public measurements).
 
 What the H100 fit says (benchmarks/fit_profiles.py, ML.ENERGY v3, 243 rows): r = 9.2, i.e. ~7 pJ
@@ -77,7 +88,16 @@ to another GPU through its die and its memory. The CUDA-core and instruction-iss
 later and add no free parameter. Refitting r and b with them on the 274 H100 rows of today only
 slides along a valley those rows do not resolve (r 9 -> 110 with b 0.45 -> 0.20 moves the H100
 power MdAPE from 8.8 to 8.1 %, a paired bootstrap 95 % interval of -1.6 to +0.9 points, and the
-B200 energy transfer from 17.0 to 20.8 %), so the fitted pair is kept.
+B200 energy transfer from 17.0 to 20.8 %), so the fitted pair is kept. Since the all-reduce's SM
+share, `vllm` fits b alone (0.443) with r kept at 9.24: refitted together the pair ran to r = 80,
+b = 0.28 (H100 power 8.1 -> 7.5 %, but energy per output token 10.1 -> 11.2 % and B200's 13.5 ->
+13.6 %), an on-chip cost of 64 pJ per HBM byte, twice the DRAM's own.
+
+Tried and left out (Dec 2026, same rows, b refitted): the tensor term on the FLOP done rather than
+FLOP / η_c (a waiting SM does no tensor work) with the SM share removes most of the growth with
+TP (-3.8/+0.4/+4.3/+3.6 % at 1/2/4/8 GPUs; power MdAPE H100 7.5 %, B200 10.4 %, GH200 7.4 %) but
+raises energy per output token on H100 10.3 -> 12.1 % and on B200 13.2 -> 14.8 %: the energy
+rows follow how long the GEMMs run, as FLOP / η_c says.
 """
 
 from __future__ import annotations
@@ -114,7 +134,7 @@ class PowerModel:
     fit (benchmarks/fit_profiles.py), rounded."""
 
     chip_flop_per_byte: float = 9.24
-    busy_power_fraction: float = 0.449
+    busy_power_fraction: float = 0.443
     dvfs_exponent: float = 3.0
     memory_clock_sensitivity: float = 0.3
 
@@ -154,7 +174,9 @@ class PowerModel:
         work_j += (
             figures.dram_j_per_byte * work.hbm_bytes + figures.link_j_per_byte * work.link_bytes
         )
-        busy = min(1.0, work.busy_s / work.time_s)
+        # exposed TP communication keeps only the all-reduce kernels' SMs clocked (docstring)
+        gated_s = (1.0 - figures.comm_sm_share) * min(work.comm_s, work.busy_s)
+        busy = min(1.0, (work.busy_s - gated_s) / work.time_s)
         issue = min(busy, work.issue_s / work.time_s)  # instruction-bound kernel time
         die_w = work.die_dynamic_w * f**self.dvfs_exponent
         idle_w = idle_power_at_w(work.idle_w, work.temp_c)  # leakage at the die's temperature
@@ -187,6 +209,7 @@ class GpuWork:
     temp_c: float | None = None  # die temperature, C (cost/thermal.py); None: the reference
     cuda_ops: float = 0.0  # CUDA-core instruction lanes (weight dequantization)
     issue_s: float = 0.0  # kernel time bound by instruction issue (quantized MoE kernels)
+    comm_s: float = 0.0  # exposed communication time within busy_s (TP all-reduce, EP exchange)
 
 
 DEFAULT_POWER = PowerModel()

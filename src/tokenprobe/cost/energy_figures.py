@@ -9,6 +9,10 @@ Where the file gives them, a generation also has the energy of one CUDA-core ins
 thread's FP32 FMA lane) and, per weight format its kernels unpack in CUDA cores before a 16-bit
 MMA (MXFP4 on Hopper), the instructions that costs per weight element (`dequant_j_per_element`).
 
+A catalog GPU with an `sm_count` also has the share of its SMs that the engines' tensor-parallel
+all-reduce kernels occupy (`comm_sm_share`, catalog/energy.toml: 36 blocks, one an SM, in vLLM's
+custom all-reduce): the rest of the die is clock-gated while a step waits on that exchange.
+
 A GPU the catalog does not map (a user's `--gpu my.toml`) gets the same derivation the catalog's
 tensor figures come from, applied to its own spec: e_flop = (TDP − idle) / (U_GEMM × dense peak)
 per dtype it has; its DRAM is taken as HBM3 and its link by its kind. The figure is then as good
@@ -30,6 +34,7 @@ from tokenprobe.precision import get_dtype
 from tokenprobe.units import BITS_PER_BYTE, PICO
 
 CATALOG = "energy.toml"
+ALLREDUCE_BLOCKS = 36  # vLLM's custom all-reduce grid, one 512-thread block an SM (energy.toml)
 U_GEMM = 0.8  # fraction of the dense peak a large GEMM sustains at the power limit (energy.toml)
 DEFAULT_MEMORY = "hbm3"
 
@@ -47,6 +52,8 @@ class EnergyFigures:
     source: str
     cuda_op_j: float = 0.0  # J per CUDA-core instruction lane (0: no figure)
     dequant_ops_per_element: Mapping[str, float] = field(default_factory=dict)
+    # share of the SMs the TP all-reduce kernels run on (1: unknown, the whole die counted busy)
+    comm_sm_share: float = 1.0
 
     def flop_j(self, dtype: str) -> float:
         """J per FLOP in `dtype` (a name or alias); a dtype without a figure costs what the
@@ -138,6 +145,8 @@ def _check(doc: dict[str, Any]) -> dict[str, Any]:
         for key, section in (("generation", "generation"), ("memory", "memory")):
             if entry.get(key) not in doc[section]:
                 raise _fail(f"gpu.{name}", f"{key}={entry.get(key)!r} is not a [{section}] table")
+        if "sm_count" in entry:
+            _positive(entry, "sm_count", f"gpu.{name}")
     return doc
 
 
@@ -158,7 +167,7 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
     """The energy figures of `gpu`: its generation's, or derived from its spec (module doc)."""
     doc = _catalog()
     entry = doc["gpu"].get(gpu.name)
-    op_j, dequant = 0.0, {}
+    op_j, dequant, comm_share = 0.0, {}, 1.0
     if entry is None:
         tensor = _derived_tensor_j(gpu)
         memory, generation = DEFAULT_MEMORY, "derived"
@@ -170,10 +179,14 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
         op_j = float(gen.get("cuda_core_pj_per_op", 0.0)) * PICO
         ops = gen.get("dequant_ops_per_element", {})
         dequant = {get_dtype(k).name: float(v) for k, v in ops.items()}
+        if "sm_count" in entry:
+            comm_share = min(1.0, ALLREDUCE_BLOCKS / float(entry["sm_count"]))
         source = f"catalog/{CATALOG}: generation {generation}, memory {memory}"
     dram = float(doc["memory"][memory]["dram_pj_per_bit"]) * PICO * BITS_PER_BYTE
     link_j = _link_j(doc, gpu.link.kind)
-    return EnergyFigures(generation, memory, tensor, dram, link_j, source, op_j, dequant)
+    return EnergyFigures(
+        generation, memory, tensor, dram, link_j, source, op_j, dequant, comm_share
+    )
 
 
 def gpu_generation(gpu: GpuSpec) -> str:
