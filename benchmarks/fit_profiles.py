@@ -36,6 +36,11 @@ One profile per engine and era the data separates (see calibrate/observations.py
   ROCm in vLLM 0.7-0.9; dstack's MI300X DeepSeek-R1 runs, held out, check it: online throughput
   98.7 -> 9.4 %, TPOT 49.4 -> 16.2 %, TTFT 53.8 -> 33.2 %). Also held out: OCI's 405B static
   batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
+- `sglang-rocm`: SGLang 0.4 for ROCm on MI300X (AMD's rocm/sglang-staging image, Feb 2025),
+  starting from `sglang-2025h1` (the same Triton MLA and block-FP8 MoE kernels, in their HIP
+  launches) and refitting what ROCm changes: `mla_attention` (its HIP launch, memory-bound under
+  TP 8) and `step_overhead_s` (RCCL all-reduces), on dstack's online MI300X DeepSeek-R1 runs;
+  held out: their offline runs (benchmarks/sglang_rocm.py has the mechanisms and sources).
 - `vllm-blackwell`: vLLM 0.11.1 on B200 (ML.ENERGY v3's B200 runs, benchmarks/data), every
   third run held out, the power model not refitted (`power_of = "vllm"`); fitted by
   benchmarks/fit_blackwell.py, whose docstring has the split, the rows the fit leaves out and why.
@@ -109,6 +114,7 @@ from typing import Any
 
 import fit_blackwell
 import fit_trtllm_era
+import sglang_rocm
 from tokenprobe.calibrate import (
     DEFAULT_PARAMETERS,
     Params,
@@ -185,6 +191,11 @@ PROFILES: dict[str, dict[str, Any]] = {
             "seq_overhead_s",
         ],
     },
+    # SGLang 0.4 for ROCm on MI300X (rocm/sglang-staging image, Feb 2025): the era's SGLang
+    # parameters (sglang-2025h1) with what its HIP kernels and RCCL change refitted on dstack's
+    # online MI300X runs; their offline runs (another client and load kind) held out
+    # (benchmarks/sglang_rocm.py says which and why)
+    sglang_rocm.NAME: sglang_rocm.SPEC,
     # vLLM 0.11's kernels on Blackwell (sm100): benchmarks/fit_blackwell.py
     "vllm-blackwell": {
         "holdout": [],  # every third run (calibrate.split), as for `vllm`

@@ -42,7 +42,8 @@ def test_an_era_is_its_engine_for_the_scheduler_and_its_profile_per_vendor() -> 
     h200 = get_gpu("h200")
     assert engine_defaults("sglang-2025h1", h200, 8) == engine_defaults("sglang", h200, 8)
     assert profile_name_for("sglang-2025h1", "nvidia") == "sglang-2025h1"
-    assert select_profile("sglang-2025h1", "amd") is None  # no SGLang profile on AMD
+    on_amd = select_profile("sglang-2025h1", "amd")  # SGLang for ROCm: AMD's profile
+    assert on_amd is not None and on_amd.name == "sglang-rocm"
     chosen = select_profile("vllm-2025h1", "amd")  # ROCm kernels: AMD's profile
     assert chosen is not None and chosen.name == "vllm-rocm"
 

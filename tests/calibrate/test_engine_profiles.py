@@ -54,7 +54,8 @@ def test_every_preset_names_a_shipped_profile_fitted_for_that_engine_and_vendor(
         ("vllm-2024", "nvidia", "vllm-2024"),  # an era fitted on NVIDIA keeps its profile
         ("vllm-2024", "amd", "vllm-rocm"),  # ... but not on an AMD GPU
         ("trt-llm", "nvidia", "tensorrt-llm"),  # aliases live in the preset
-        ("sglang", "amd", None),  # no SGLang profile fitted on AMD: the model's defaults
+        ("sglang", "amd", "sglang-rocm"),  # SGLang for ROCm (benchmarks/sglang_rocm.py)
+        ("tensorrt-llm", "amd", None),  # no profile fitted on AMD: the model's defaults
     ],
 )
 def test_select_profile_by_engine_era_and_vendor(

@@ -105,7 +105,9 @@ PRESETS = {
             "max_prefill_tokens": ("--max-prefill-tokens",),
             "schedule_conservativeness": ("--schedule-conservativeness",),
         },
-        {"nvidia": "sglang"},
+        # sglang-rocm: SGLang 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE
+        # in their HIP launches), fitted on dstack's MI300X DeepSeek-R1 runs
+        {"nvidia": "sglang", "amd": "sglang-rocm"},
         # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
         # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts
         {"sglang-2025h1": ("0.4.",)},
