@@ -54,6 +54,9 @@ class SchedulerConfig:
         does; vLLM V0's `--scheduler-delay-factor` held prompts the same way (by a multiple of
         the last prompt's latency, vllm/config.py SchedulerConfig.delay_factor). A preempted
         request at the head of the queue is never held.
+    overlap_schedule: the host's per-step work runs while the GPU runs the previous step, so a
+        step takes the longer of the two, not their sum (SGLang 0.4's overlap loop on a plain
+        tensor-parallel server: sim/sglang_overlap.py). Off by default.
     """
 
     max_num_seqs: int = 256
@@ -69,6 +72,7 @@ class SchedulerConfig:
     max_prefill_tokens: int = 16384
     schedule_conservativeness: float = 1.0
     enable_mixed_chunk: bool = False
+    overlap_schedule: bool = False
 
     def __post_init__(self) -> None:
         window = self.batch_window_s

@@ -60,12 +60,13 @@ def sglang_04_scheduler(
 ) -> SchedulerConfig:
     """An SGLang 0.4 server's scheduler from the sglang preset's `config`: the 0.4 chunk
     default (unless the command set `--chunked-prefill-size`, `chunk_flag`), then, with
-    `dp_attention`, the per-rank settings of --enable-dp-attention (module docstring)."""
+    `dp_attention`, the per-rank settings of --enable-dp-attention (module docstring), else the
+    overlap loop that hides the host's per-step time (sim/sglang_overlap.py)."""
     chunk = config.max_num_batched_tokens
     if not chunk_flag:
         chunk = CHUNK_TOKENS_04 if gpu.hbm_bytes >= SMALL_GPU_BYTES_04 else CHUNK_TOKENS_04_SMALL
-    if not dp_attention:
-        return replace(config, max_num_batched_tokens=chunk)
+    if not dp_attention:  # a plain TP server runs the overlap loop (sim/sglang_overlap.py)
+        return replace(config, max_num_batched_tokens=chunk, overlap_schedule=True)
     return replace(
         config,
         max_num_batched_tokens=max(1, chunk // DP_CHUNK_DIVISOR),
