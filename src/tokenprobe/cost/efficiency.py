@@ -90,11 +90,6 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   --enable-dp-attention rank prefills its own prompts over all 128 heads on one GPU
   (sim/sglang_dp.py), and the held-out dstack H200 online runs then read TTFT ~3.5 s for one
   3,200-token prompt a rank, as measured (the profile's notes have the figures).
-- `mla_decode_head_block` 0: not a fitted figure but the era's MLA decode kernel's block of
-  query heads (cost/mla_decode.py): SGLang 0.4's Triton grouped decode kernel reads each
-  sequence's latent once per block of 16 heads (`BLOCK_H = 16` in its grid), so a GPU holding
-  H heads reads it ceil(H/16) times (`latent_rereads`). 0: one read for all heads (FlashMLA,
-  vLLM's MLA backends, later SGLang). `sglang-2025h1` sets 16.
 - `moe_compute` 1.0: the tensor-core rate of the fused-MoE expert kernels relative to the dense
   GEMMs at the same phase. A grouped GEMM over many experts gives each expert a handful of rows
   (Qwen3-30B-A3B at batch 512: 8 x 512 / 128 = 32 rows an expert), padded up to the kernel's
@@ -163,8 +158,6 @@ from tokenprobe.units import MICRO, MILLI
 
 UNBOUNDED = frozenset({"routing_skew"})  # parameters that are not fractions (>= 0)
 SHARES = frozenset({"mla_absorbed_prefill"})  # shares of the work: 0 (none) .. 1 (all)
-COUNTS = frozenset({"mla_decode_head_block"})  # a kernel's block size (heads): 0 or more
-MAX_HEAD_BLOCK = 1024.0  # beyond any model's heads a GPU
 # upper bounds far beyond any fit (overheads are µs to ms; routing_skew 0.5-1.3), below what
 # breaks the arithmetic (a log-normal σ of 1000 turns the expert popularities into NaN)
 MAX_OVERHEAD_S = 10.0
@@ -186,7 +179,6 @@ class Efficiency:
     mla_attention: float = 1.0
     mla_absorbed_prefill: float = 0.0
     mla_latent_prefill: float = 1.0
-    mla_decode_head_block: float = 0.0
     routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0
@@ -200,10 +192,9 @@ class Efficiency:
             hi = MAX_OVERHEAD_S if f.name.endswith("_s") else None
             hi = MAX_ROUTING_SKEW if f.name == "routing_skew" else hi
             hi = 1.0 if f.name in SHARES else hi
-            hi = MAX_HEAD_BLOCK if f.name in COUNTS else hi
             value = finite(f"efficiency.{f.name}", getattr(self, f.name), lo=0, hi=hi)
             object.__setattr__(self, f.name, value)
-            fraction = not f.name.endswith("_s") and f.name not in UNBOUNDED | SHARES | COUNTS
+            fraction = not f.name.endswith("_s") and f.name not in UNBOUNDED | SHARES
             if fraction and not 0 < value <= 1:
                 raise ConfigError(f"efficiency.{f.name}", value, "a fraction in (0, 1]")
 

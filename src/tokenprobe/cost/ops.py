@@ -47,7 +47,6 @@ import numpy as np
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.epbalance import ep_imbalance, physical_experts
-from tokenprobe.cost.mla_decode import LATENT_REREADS, latent_reread_bytes
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
 
@@ -258,10 +257,6 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
             if share:  # the rest of the prefill pairs, in the latent form (Efficiency doc)
                 latent_flop = share * shape.prefill_attn_pairs * mix.flop_per_pair_decode
                 yield (LATENT_PREFILL, n, latent_flop, 0.0, 0)
-            heads_per_pass = dep.efficiency.mla_decode_head_block
-            if heads_per_pass and m.mla is not None:  # the kernel's other passes (mla_decode.py)
-                reread = latent_reread_bytes(mix, shape.decode_context_tokens, kb, heads_per_pass)
-                yield (LATENT_REREADS, n, 0.0, reread, 0)
             yield _term(
                 "o_proj",
                 n,

@@ -25,7 +25,6 @@ import numpy as np
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.energy import GpuWork
 from tokenprobe.cost.energy_figures import EnergyFigures, energy_figures
-from tokenprobe.cost.mla_decode import LATENT_REREADS
 from tokenprobe.cost.ops import (
     EXPERT_EXCESS,
     LATENT_PREFILL,
@@ -140,7 +139,6 @@ def special_byte_rates(dep: Deployment) -> dict[str, float]:
     rates["experts"] *= _quantized_moe_scale(dep)
     rates[EXPERT_EXCESS] = rates["experts"]  # the same kernels, more rows
     rates["attention"] *= mla_attention_scale(dep)
-    rates[LATENT_REREADS] = rates["attention"]  # more passes of the same kernel (mla_decode.py)
     rates["ssm"] = min(rates["ssm"], hbm * eff.memory)  # `ssm_memory` is a ceiling
     return rates
 
