@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokenprobe.hardware import GpuSpec
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.base import LPM, SchedulerConfig
 from tokenprobe.units import MiB
 
 SGLANG_04 = "0.4."  # the versions whose server_args.py this module transcribes
@@ -65,6 +65,7 @@ def sglang_04_scheduler(
     chunk = config.max_num_batched_tokens
     if not chunk_flag:
         chunk = CHUNK_TOKENS_04 if gpu.hbm_bytes >= SMALL_GPU_BYTES_04 else CHUNK_TOKENS_04_SMALL
+    config = replace(config, schedule_policy=LPM)  # server_args.py: schedule_policy "lpm"
     if not dp_attention:  # a plain TP server runs the overlap loop (sim/sglang_overlap.py)
         return replace(config, max_num_batched_tokens=chunk, overlap_schedule=True)
     return replace(
