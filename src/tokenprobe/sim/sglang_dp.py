@@ -28,6 +28,11 @@ under a closed loop of fixed lengths (sim/gang_feed.py) the users finish togethe
 together, so a request's TTFT is the wave's prefills on its rank and the decode steps between
 waves are undisturbed.
 
+Every 0.4 server, ranks or not, orders its waiting queue by `--schedule-policy lpm`, the 0.4
+default (`schedule_policy: str = "lpm"` in both copies of server_args.py; sim/sglang_scheduler.py),
+and a plain tensor-parallel one (no --enable-dp-attention) runs the overlap loop, which hides the
+host's per-step time under the GPU's (sim/sglang_overlap.py).
+
 Not modelled: the CUDA graph that DP attention runs only when every rank decodes
 (`can_run_dp_cuda_graph`: an all-reduce MIN of "is decode or idle"), the padding of ranks to a
 common token count, and SGLang 0.5's rule (chunked_prefill_size // dp_size), which this module
