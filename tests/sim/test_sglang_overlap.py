@@ -50,12 +50,17 @@ def test_a_host_bound_step_takes_the_host_time() -> None:
     assert t2 == pytest.approx(5.0)
 
 
-def test_only_the_plain_tp_server_of_0_4_overlaps() -> None:
+def test_only_the_plain_tp_server_of_0_4_overlaps_and_both_run_lpm() -> None:
     gpu = get_gpu("h200")
     base = engine_defaults("sglang", gpu, 8)
     assert not base.overlap_schedule  # SGLang 0.5's profile was fitted without it
     assert sglang_04_scheduler(base, gpu, dp_attention=False, chunk_flag=False).overlap_schedule
     assert not sglang_04_scheduler(base, gpu, dp_attention=True, chunk_flag=False).overlap_schedule
+    # and both order their queue by lpm, 0.4's server_args.py default (sim/sglang_scheduler.py)
+    for dp in (False, True):
+        config = sglang_04_scheduler(base, gpu, dp_attention=dp, chunk_flag=False)
+        assert config.schedule_policy == "lpm"
+    assert base.schedule_policy == "fcfs"
 
 
 def test_an_overlapped_run_ends_sooner_by_its_hidden_host_time() -> None:
