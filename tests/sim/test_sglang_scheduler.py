@@ -252,3 +252,52 @@ def test_new_token_ratio_decays_each_decode_step_and_resets_when_idle() -> None:
     seen, _ = _ratios([RequestSpec("b", 0.0, 10, 1000)], 2000)
     assert seen[600] == pytest.approx(0.098) and seen[599] > 0.098
     assert min(seen) == pytest.approx(0.098)  # and no lower
+
+
+# --schedule-policy lpm (SGLang 0.4's default; sim/sglang_scheduler.py `_lpm_order`)
+LPM_CONFIG = replace(SGLANG, max_num_batched_tokens=100, schedule_policy="lpm")
+
+
+def _first_tokens(trace: tuple[RequestSpec, ...], config: SchedulerConfig) -> dict[str, float]:
+    return {r.request_id: r.first_token_s for r in _run(trace, config).records}  # type: ignore[misc]
+
+
+def test_lpm_takes_the_request_whose_prefix_is_cached_first() -> None:
+    """`warm` (prefix group 1, 64 of its 100 tokens shared) prefills in step 0 and caches the
+    prefix; `cold` (group 2) and `hot` (group 1) arrive at 0.5 s, cold first. Step 1 is a
+    prefill of 100 tokens: FCFS takes cold (100 tokens), hot waits for step 2; lpm sorts hot
+    first (64 cached, 36 to compute) and cuts cold to the 64 left, finished in step 2. So hot's
+    first token comes at 2 s under lpm and at 3 s under FCFS, cold's the other way round."""
+    trace = (
+        RequestSpec("warm", 0.0, 100, 2, prefix_tokens=64, prefix_group=1),
+        RequestSpec("cold", 0.5, 100, 2, prefix_tokens=64, prefix_group=2),
+        RequestSpec("hot", 0.5, 100, 2, prefix_tokens=64, prefix_group=1),
+    )
+    fcfs = _first_tokens(trace, replace(LPM_CONFIG, schedule_policy="fcfs"))
+    lpm = _first_tokens(trace, LPM_CONFIG)
+    assert (fcfs["cold"], fcfs["hot"]) == (2.0, 3.0)
+    assert (lpm["hot"], lpm["cold"]) == (2.0, 3.0)
+
+
+def test_lpm_holds_back_a_request_whose_prefix_another_waiting_one_will_cache() -> None:
+    """In-batch prefix caching: a and b share a 64-token prefix nobody has cached, c has its
+    own; a prefill of 200 tokens takes two of them. FCFS runs a + b in step 0 (both compute
+    the prefix) and c in step 1; lpm puts b last (>= 32 shared with a, <= 32 cached), runs
+    a + c in step 0 and b in step 1, on a's cached prefix."""
+    trace = (
+        RequestSpec("a", 0.0, 100, 2, prefix_tokens=64, prefix_group=5),
+        RequestSpec("b", 0.0, 100, 2, prefix_tokens=64, prefix_group=5),
+        RequestSpec("c", 0.0, 100, 2, prefix_tokens=64, prefix_group=6),
+    )
+    config = replace(LPM_CONFIG, max_num_batched_tokens=200)
+    fcfs = _first_tokens(trace, replace(config, schedule_policy="fcfs"))
+    lpm = _first_tokens(trace, config)
+    assert (fcfs["a"], fcfs["b"], fcfs["c"]) == (1.0, 1.0, 2.0)
+    assert (lpm["a"], lpm["c"], lpm["b"]) == (1.0, 1.0, 2.0)
+
+
+def test_lpm_is_sglang_only() -> None:
+    with pytest.raises(ConfigError, match="schedule_policy"):
+        SchedulerConfig(schedule_policy="lpm")
+    with pytest.raises(ConfigError, match="schedule_policy"):
+        replace(SGLANG, schedule_policy="dfs-weight")

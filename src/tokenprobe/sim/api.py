@@ -45,6 +45,7 @@ from tokenprobe.sim.pd_handoff import check_handoff, handoff_for
 from tokenprobe.sim.result import SimResult, build_records, trace_stride
 from tokenprobe.sim.runconfig import deployment_config, with_spec
 from tokenprobe.sim.schedulers import SCHEDULERS
+from tokenprobe.sim.sglang_overlap import config_step_fn
 from tokenprobe.sim.specdecode import SpecRun, spec_scheduler
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.stepcache import DecodeMemo, StepMemo
@@ -224,7 +225,8 @@ def simulate(
     run_config = _run_config(dep, workload, config, scheduler, profile, engine, seed, slos)
     if spec_decode is not None:
         run_config = replace(run_config, deployment=with_spec(run_config.deployment, spec_decode))
-    step_fn = cost_step_fn(dep) if exact_steps else StepMemo(cost_step_fn(dep))
+    base_fn = config_step_fn(dep, config, cost_step_fn(dep))  # sim/sglang_overlap.py
+    step_fn = base_fn if exact_steps else StepMemo(base_fn)
     state = state_blocks_per_seq(dep, config.block_size)  # a hybrid's recurrent state
     pool = BlockPool(capacity_blocks(dep, config), config.block_size, config.prefix_caching, state)
     frontend = None
@@ -363,7 +365,7 @@ def simulate_fleet(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
     )
-    step_fn = StepMemo(cost_step_fn(deployment))
+    step_fn = StepMemo(config_step_fn(deployment, config, cost_step_fn(deployment)))
     blocks = capacity_blocks(deployment, config)
     if dp > 1 or deployment.attention_dp:
         if disaggregate is not None:

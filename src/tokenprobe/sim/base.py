@@ -23,6 +23,8 @@ CAPACITY_POLICIES = (MAX_UTILIZATION, GUARANTEED_NO_EVICT)
 VLLM_SCHEDULING, SGLANG_SCHEDULING = "vllm", "sglang"
 VLLM_V0_SCHEDULING = "vllm-v0"  # vLLM's V0 engine: prefill-only steps first (sim/vllm_v0.py)
 SCHEDULINGS = (VLLM_SCHEDULING, SGLANG_SCHEDULING, VLLM_V0_SCHEDULING)
+FCFS, LPM = "fcfs", "lpm"  # SGLang's --schedule-policy values the simulator runs
+SCHEDULE_POLICIES = (FCFS, LPM)
 MAX_CONSERVATIVENESS = 100.0  # SGLang asserts >= 0; init ratio 0.7 x this is capped at 1 anyway
 MAX_BATCH_WINDOW_S = 3600.0  # an hour: far beyond any admission delay worth simulating
 
@@ -54,6 +56,11 @@ class SchedulerConfig:
         does; vLLM V0's `--scheduler-delay-factor` held prompts the same way (by a multiple of
         the last prompt's latency, vllm/config.py SchedulerConfig.delay_factor). A preempted
         request at the head of the queue is never held.
+    overlap_schedule: the host's per-step work runs while the GPU runs the previous step, so a
+        step takes the longer of the two, not their sum (SGLang 0.4's overlap loop on a plain
+        tensor-parallel server: sim/sglang_overlap.py). Off by default.
+    schedule_policy: the order in which SGLang's scheduler takes waiting requests: "fcfs", or
+        "lpm" (longest cached prefix first; SGLang 0.4's default: sim/sglang_scheduler.py).
     """
 
     max_num_seqs: int = 256
@@ -69,6 +76,8 @@ class SchedulerConfig:
     max_prefill_tokens: int = 16384
     schedule_conservativeness: float = 1.0
     enable_mixed_chunk: bool = False
+    overlap_schedule: bool = False
+    schedule_policy: str = FCFS
 
     def __post_init__(self) -> None:
         window = self.batch_window_s
@@ -103,6 +112,12 @@ class SchedulerConfig:
         ok = isinstance(c, int | float) and not isinstance(c, bool)
         if not ok or not 0 <= c <= MAX_CONSERVATIVENESS:  # NaN fails both
             raise ConfigError("schedule_conservativeness", c, f"in [0, {MAX_CONSERVATIVENESS}]")
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise ConfigError(
+                "schedule_policy", self.schedule_policy, f"one of {', '.join(SCHEDULE_POLICIES)}"
+            )
+        if self.schedule_policy == LPM and self.scheduling != SGLANG_SCHEDULING:
+            raise ConfigError("schedule_policy", LPM, "SGLang scheduling (scheduling='sglang')")
         if self.scheduling == SGLANG_SCHEDULING and self.capacity_policy != MAX_UTILIZATION:
             raise ConfigError(
                 "capacity_policy",

@@ -194,6 +194,13 @@ class BlockPool:
         """Full blocks of a prefix that may be shared; the last prompt token is always computed."""
         return min(prefix_tokens, input_tokens - 1) // self.block_size
 
+    def cached_prefix_blocks(self, group: int, blocks: int) -> int:
+        """The blocks `acquire_prefix(group, blocks)` would share, without pinning them."""
+        if not self.prefix_caching or blocks == 0:
+            return 0
+        entry = self._prefixes.get(group)
+        return blocks if entry is not None and entry.blocks == blocks else 0
+
     def acquire_prefix(self, group: int, blocks: int) -> int:
         """Pin the cached prefix of `group` if present; return its blocks (0: not cached).
 

@@ -28,6 +28,11 @@ under a closed loop of fixed lengths (sim/gang_feed.py) the users finish togethe
 together, so a request's TTFT is the wave's prefills on its rank and the decode steps between
 waves are undisturbed.
 
+Every 0.4 server, ranks or not, orders its waiting queue by `--schedule-policy lpm`, the 0.4
+default (`schedule_policy: str = "lpm"` in both copies of server_args.py; sim/sglang_scheduler.py),
+and a plain tensor-parallel one (no --enable-dp-attention) runs the overlap loop, which hides the
+host's per-step time under the GPU's (sim/sglang_overlap.py).
+
 Not modelled: the CUDA graph that DP attention runs only when every rank decodes
 (`can_run_dp_cuda_graph`: an all-reduce MIN of "is decode or idle"), the padding of ranks to a
 common token count, and SGLang 0.5's rule (chunked_prefill_size // dp_size), which this module
@@ -39,7 +44,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokenprobe.hardware import GpuSpec
-from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.base import LPM, SchedulerConfig
 from tokenprobe.units import MiB
 
 SGLANG_04 = "0.4."  # the versions whose server_args.py this module transcribes
@@ -60,12 +65,14 @@ def sglang_04_scheduler(
 ) -> SchedulerConfig:
     """An SGLang 0.4 server's scheduler from the sglang preset's `config`: the 0.4 chunk
     default (unless the command set `--chunked-prefill-size`, `chunk_flag`), then, with
-    `dp_attention`, the per-rank settings of --enable-dp-attention (module docstring)."""
+    `dp_attention`, the per-rank settings of --enable-dp-attention (module docstring), else the
+    overlap loop that hides the host's per-step time (sim/sglang_overlap.py)."""
     chunk = config.max_num_batched_tokens
     if not chunk_flag:
         chunk = CHUNK_TOKENS_04 if gpu.hbm_bytes >= SMALL_GPU_BYTES_04 else CHUNK_TOKENS_04_SMALL
-    if not dp_attention:
-        return replace(config, max_num_batched_tokens=chunk)
+    config = replace(config, schedule_policy=LPM)  # server_args.py: schedule_policy "lpm"
+    if not dp_attention:  # a plain TP server runs the overlap loop (sim/sglang_overlap.py)
+        return replace(config, max_num_batched_tokens=chunk, overlap_schedule=True)
     return replace(
         config,
         max_num_batched_tokens=max(1, chunk // DP_CHUNK_DIVISOR),

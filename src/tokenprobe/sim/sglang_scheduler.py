@@ -48,9 +48,22 @@ advances no decoding request. A request's token steps are its decode clocks' ste
 prefill step; they are cut into segments at the prefill-only steps between them (`_held`) when it
 finishes or is retracted, so its token times and energy skip those steps. O(1) per step.
 
-Not modelled: the other schedule policies (lpm, dfs-weight), priorities, the hierarchical cache,
-DP attention, and the overlap scheduler (SGLang plans step k+1 on the CPU while the GPU runs
-step k; the cost model prices host time per step, `Efficiency.step_overhead_s`). A chunked
+- `--schedule-policy lpm` (SGLang 0.4's default, server_args.py `schedule_policy: str = "lpm"`;
+  `SchedulerConfig.schedule_policy`, set by sim/sglang_dp.py for 0.4 rows): before a prefill
+  batch takes waiting requests, schedule_policy.py `calc_priority` (read at
+  sgl-project/sglang@00550cd11b35def9d584bf761a1e32729c20a21d, a later version: no 0.4 copy
+  of the file is stored, and the rule is taken as unchanged since 0.4) sorts the queue,
+  stably, by the tokens each request finds cached (longest first: a request of a cached
+  prefix group, a retracted request its own computed tokens), unless more than 128 wait
+  (`_determine_active_policy`: fcfs then, the queue keeping its order); in-batch prefix
+  caching puts last a request that finds at most 32 tokens cached but shares >= 32 with a
+  waiting request ahead of it (its prefix group's, here), so that one computes the prefix for
+  both. With random prompts (no shared prefix beyond BOS) only retracted requests move.
+
+Not modelled: the other schedule policies (dfs-weight, random), priorities, the hierarchical
+cache, DP attention (sim/sglang_dp.py runs a scheduler a rank), and the overlap scheduler of a
+DP rank (a plain TP server's: sim/sglang_overlap.py; the cost model prices host time per step,
+`Efficiency.step_overhead_s`). A chunked
 request's next chunk is not checked against the reservation (as in add_chunked_req); if its
 blocks are short, decoding requests are retracted for it.
 """
@@ -58,9 +71,10 @@ blocks are short, decoding requests are retracted for it.
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_left, bisect_right
 
-from tokenprobe.sim.base import SchedulerConfig, StepPlan
+from tokenprobe.sim.base import LPM, SchedulerConfig, StepPlan
 from tokenprobe.sim.continuous import ContinuousScheduler
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.state import Ledger, Seq
@@ -74,6 +88,11 @@ RETRACT_DECODE_STEPS = 20
 # schedule_policy.py: CLIP_MAX_NEW_TOKENS_ESTIMATION, IGNORE_EOS_RESERVE_TOKENS
 CLIP_MAX_NEW_TOKENS = 4096
 IGNORE_EOS_RESERVE_TOKENS = 1
+# schedule_policy.py, lpm: the queue length beyond which it falls back to fcfs, and the
+# in-batch prefix caching thresholds (IN_BATCH_PREFIX_CACHING_CHECK/DEPRIORITIZE_THRESHOLD)
+LPM_MAX_QUEUE = 128
+IN_BATCH_CHECK_TOKENS = 32
+IN_BATCH_DEPRIORITIZE_TOKENS = 32
 
 
 class SglangScheduler(ContinuousScheduler):
@@ -184,9 +203,39 @@ class SglangScheduler(ContinuousScheduler):
                 done = seq.computed + n == seq.target
                 self._charge(n, self._max_new(seq) if done else 0)
         if self.waiting and not self.batch_is_full and chunk > 0:
+            if cfg.schedule_policy == LPM:
+                self._lpm_order()
             self._admit(now_s, chunk)
             if len(self.running) >= cfg.max_num_seqs:
                 self.batch_is_full = True
+
+    def _lpm_order(self) -> None:
+        """schedule_policy.py `calc_priority` under lpm (module docstring): at most
+        LPM_MAX_QUEUE waiting, a stable sort by cached prefix, longest first, with the
+        requests whose prefix only another waiting request will cache put last."""
+        waiting, pool = self.waiting, self.pool
+        if len(waiting) > LPM_MAX_QUEUE or not pool.prefix_caching:
+            return  # SGLang skips the matching: the queue keeps its order
+        bs = pool.block_size
+        claimed: set[int] = set()  # prefix groups of waiting requests seen (the simulated tree)
+        keys: list[float] = []
+        for seq in waiting:
+            spec = seq.spec
+            shareable = pool.shareable_blocks(spec.prefix_tokens, seq.target)
+            cached = pool.cached_prefix_blocks(spec.prefix_group, shareable) * bs
+            if seq.preemptions:  # a retracted request finds its own computed tokens again
+                cached = max(cached, min(pool.retained(seq.idx), (seq.target - 1) // bs) * bs)
+            late = False
+            if cached <= IN_BATCH_CHECK_TOKENS and spec.prefix_tokens:
+                late = spec.prefix_group in claimed
+                late = late and spec.prefix_tokens >= IN_BATCH_DEPRIORITIZE_TOKENS
+                if not late:
+                    claimed.add(spec.prefix_group)
+            keys.append(math.inf if late else -cached)
+        order = sorted(range(len(waiting)), key=keys.__getitem__)
+        ordered = [waiting[i] for i in order]
+        waiting.clear()
+        waiting.extend(ordered)
 
     def _running_reservation(self) -> float:
         """ratio x Σ min(tokens left, 4096) over the decoding requests."""
