@@ -128,7 +128,7 @@ def summarize(
     _check_slo("slo_tpot_s", slo_tpot_s)
     ok = [r for r in run.records if r.ok]
     errors = Counter(r.error_kind for r in run.records if not r.ok)
-    itl = [gap for r in ok for gap in r.itl_s]
+    itl = [gap for r in ok if r.token_times_s for gap in r.itl_s]  # (untraced: none)
     duration = run_duration_s(run)
     input_tokens = sum(r.input_tokens for r in ok)
     output_tokens = sum(r.output_tokens for r in ok)
