@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ from tokenprobe.sim.state import Ledger
 from tokenprobe.workload import RequestSpec, Workload
 
 ROUTERS = ("round-robin", "least-loaded", "prefix-aware")
+_SCHEDULED_S = operator.attrgetter("scheduled_s")  # a record's sort key (C, not a lambda)
 MAX_REPLICAS = 4096
 CACHE_THRESHOLD = 0.5
 BALANCE_ABS = 32
@@ -110,7 +112,7 @@ class ClusterResult:
     @property
     def records(self) -> list[RequestRecord]:
         merged = [r for part in self.replicas for r in part.records]
-        return sorted(merged, key=lambda r: r.scheduled_s)
+        return sorted(merged, key=_SCHEDULED_S)  # stable: ties keep the replicas' order
 
     def run(self, with_timeline: bool = True) -> Run:
         return fleet_run(self.config, self.records, self.replicas, with_timeline)

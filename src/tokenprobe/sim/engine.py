@@ -59,6 +59,7 @@ _ADMIT = 2  # a sent request reaching the scheduler after the front end's latenc
 _WAKE = 3  # a batch window ends: plan again
 _HELD = 4  # a data-parallel rank's dummy pass ends (sim/dpep.py)
 _PROGRESS_EVERY_STEPS = 2000
+_INF = math.inf
 
 
 @contextmanager
@@ -339,7 +340,7 @@ class Engine:
 
     def _commit(self, plan: StepPlan, now: float, time_s: float, energy_j: float) -> None:
         """Run the planned step for `time_s`, spending `energy_j` (the hot path)."""
-        if not (0 < time_s < math.inf and energy_j >= 0):
+        if not (0 < time_s < _INF and energy_j >= 0):
             raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
         sched, fe = self.sched, self.frontend
         kv, queue = sched.pool.used_blocks, sched.num_waiting
