@@ -162,7 +162,7 @@ def summarize(
 
 def prefix_cache_hit_rate(run: Run) -> float | None:
     """Share of the run's prompt tokens answered from the prefix cache (module docstring)."""
-    told = [r for r in run.records if r.ok and "server_cached_tokens" in r.extra]
+    told = [r for r in run.records if "server_cached_tokens" in r.extra and r.ok]
     prompt = sum(r.input_tokens for r in told)
     if told and prompt > 0:
         cached = sum(min(float(r.extra["server_cached_tokens"]), r.input_tokens) for r in told)
