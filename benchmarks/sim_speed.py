@@ -10,20 +10,24 @@ process's CPU time) is the figure to judge on a shared machine; `wall_s` is also
 The cluster case (`--replicas 16 --requests 1000000`): 16 replicas behind the least-loaded
 router, offered 80 % of 16 replicas' capacity; target under 60 s on one core.
 
-Measured in session 10 on the shared 2-core box (load 1.8-2.5, wall = CPU), back to back
-against the session's start (0c80fa2), results identical request by request: 100k requests
-6.4-6.6 against 8.6-8.8 CPU-s (-25 %), 256,606 steps, 270 MB peak; 16 x 100k 8.8 against 11.7;
-`--spec-decode mtp:1 --requests 30000` 8.9 against 10.6; `--disaggregate 1p3d` 18.0 against
-29.5; 16 x 1M 69.8 CPU-s, 2,616,930 steps, 1.97 GB peak (86.5 CPU-s, 1.96 GB in session 9).
-Instructions (valgrind, a 20,000-request run less a 2,000-request one) 7.10 -> 5.01 G (-29 %),
-the figure that does not swing with the box. So memory meets its target and time still misses
-it here (6 s, 60 s). What changed: an exact step's deployment-only terms kept on the Deployment
-(cost/step.py `step_constants`), no StepCost or BatchShape built per exact step (45 -> 24 us a
-`step_cost`), the running step's end beside the event heap, timeline points packed by struct
-(array.extend parsed each value), records built positionally, energy_summary in numpy (np.cumsum
-keeps the order). What is left: ~30k exact cost-model calls (terms of cost/ops.py, the power
-model's GpuWork), ~10 us of Python per step (plan, memo, commit, complete), records and the
-summary (~1 s of 6), a fleet's router and next-event heap (~10 % of a fleet run).
+Measured in session 11 on the shared 2-core box, back to back against the session's start
+(fea8868), results identical request by request (records, timeline, summary of single, fleet,
+prefix-aware, MoE EP, DeepSeek DP+EP, PD, spec-decode and front-end runs): at load 2.3-3.0
+(wall = CPU) 100k requests 4.92-4.93 against 4.62-4.72 CPU-s (no change beyond the box's
+swing: its engine loop, records and summary take 3.7, 0.4 and 0.3-0.4 s either way), 256,606
+steps, 271 MB peak; 16 x 100k 6.13 against 6.27, 239 against 292 MB; 16 x 300k 19.7 against
+23.1 (-15 %), the garbage collector 0.42 against 2.46 CPU-s, 542 against 669 MB;
+`--spec-decode mtp:1 --requests 30000` 6.80 against 6.67; `--disaggregate 1p3d` 15.7 against
+17.5. 16 x 1M at load 4.6-6: 66.6 CPU-s, 2,616,930 steps, 1.53 GB peak, against 75.9 CPU-s and
+1.94 GB for fea8868 at load 4-6 (69.8 CPU-s, 1.97 GB in session 10 at load ~2). So memory meets
+its target with room and the single replica meets its time on a quiet box; the fleet still
+misses 60 s here. What changed: a fleet keeps the collector off from its first spec to its last
+record and drops each replica's Seqs and specs once its records are built (no collection walks
+10^6 Seqs; 0.4 GB less at the peak), one event loop (`Engine._advance`) for every way an engine
+is driven, records built in one loop, summaries reading records through attrgetter. What is
+left: ~10 us of Python per step (plan, memo, commit, complete: 2.6M steps in a 1M fleet), the
+exact steps (multi-prompt steps: ~16 % of requests, ~16 us each), the fleet's router and
+next-event heap, records and two summaries (~6 s of a 1M fleet).
 `--profile` prints the functions with
 the most own time.
 

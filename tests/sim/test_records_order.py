@@ -1,5 +1,5 @@
-"""The simulator builds its records positionally (sim/result.py `_record`, for speed): the order it
-passes them in must stay RequestRecord's."""
+"""The simulator builds its records positionally (sim/result.py `build_records`, for speed): the
+order it passes them in must stay RequestRecord's."""
 
 from __future__ import annotations
 

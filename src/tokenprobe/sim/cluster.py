@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,7 @@ from tokenprobe.sim.state import Ledger
 from tokenprobe.workload import RequestSpec, Workload
 
 ROUTERS = ("round-robin", "least-loaded", "prefix-aware")
+_SCHEDULED_S = operator.attrgetter("scheduled_s")  # a record's sort key (C, not a lambda)
 MAX_REPLICAS = 4096
 CACHE_THRESHOLD = 0.5
 BALANCE_ABS = 32
@@ -110,7 +112,7 @@ class ClusterResult:
     @property
     def records(self) -> list[RequestRecord]:
         merged = [r for part in self.replicas for r in part.records]
-        return sorted(merged, key=lambda r: r.scheduled_s)
+        return sorted(merged, key=_SCHEDULED_S)  # stable: ties keep the replicas' order
 
     def run(self, with_timeline: bool = True) -> Run:
         return fleet_run(self.config, self.records, self.replicas, with_timeline)
@@ -368,6 +370,40 @@ def fleet_run(
     )
 
 
+def fleet_parts(
+    engines: list[Engine],
+    pools: list[BlockPool],
+    trace_requests: int,
+    meta: dict[str, Any] | None,
+    slo_ttft_s: float | None,
+    slo_tpot_s: float | None,
+) -> list[SimResult]:
+    """Every replica's result, each tracing `trace_requests` (at least one). Once a replica's
+    records are built its per-request state is dropped (the engine's Seqs and specs: 0.4 GB
+    of a 10^6-request fleet): nothing reads it after the records."""
+    parts = []
+    for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):
+        result = engine.finish()
+        records = build_records(result, max(1, trace_requests), pool.prefix_caching)
+        replica = float(index)  # one float object for all its records (10^6 in a fleet)
+        for record in records:
+            record.extra["replica"] = replica
+        result.seqs, engine.seqs, engine.requests = [], [], []
+        parts.append(
+            SimResult(
+                config=dict(meta or {}),
+                engine=result,
+                pool=pool,
+                preemptions=engine.sched.preemptions,
+                records=records,
+                slo_ttft_s=slo_ttft_s,
+                slo_tpot_s=slo_tpot_s,
+                spec_decode=spec_summary_of(engine.sched),
+            )
+        )
+    return parts
+
+
 def run_cluster(
     workload: Workload,
     step_fn: StepFn,
@@ -395,18 +431,20 @@ def run_cluster(
         or not (1 <= replicas <= MAX_REPLICAS)
     ):
         raise ConfigError("replicas", replicas, f"an integer in [1, {MAX_REPLICAS}]")
-    requests = fleet_requests(workload, seed)
-    choose = Router(router, replicas)
-    idle_w = idle_power_w(dep)
-    state = state_blocks_per_seq(dep, config.block_size)
-    opened = open_engines(
-        replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state,
-        cost_gap_fn(dep), spec_run, seed, frontend_fn,
-    )  # fmt: skip
-    engines, pools = [e for e, _ in opened], [p for _, p in opened]
-    front = NextEvents(engines)
-    pick, advance, moved = choose.pick, front.advance, front.moved
+    # the collector off from the first spec to the last record: the per-request state (specs,
+    # Seqs) is made and freed inside, so no collection ever walks it (engine.gc_paused)
     with gc_paused():
+        requests = fleet_requests(workload, seed)
+        choose = Router(router, replicas)
+        idle_w = idle_power_w(dep)
+        state = state_blocks_per_seq(dep, config.block_size)
+        opened = open_engines(
+            replicas, step_fn, config, capacity_blocks, scheduler, idle_w, frontend_s, state,
+            cost_gap_fn(dep), spec_run, seed, frontend_fn,
+        )  # fmt: skip
+        engines, pools = [e for e, _ in opened], [p for _, p in opened]
+        front = NextEvents(engines)
+        pick, advance, moved = choose.pick, front.advance, front.moved
         for spec in requests:  # the hot loop of a fleet: once per request
             advance(spec.arrival_s)
             target = pick(spec, [e.outstanding for e in engines])
@@ -414,26 +452,9 @@ def run_cluster(
             moved(target)
         for engine in engines:
             engine.run_until(math.inf)
-    per_replica = max(1, -(-trace_requests // replicas))
-    parts = []
-    for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):
-        result = engine.finish()
-        records = build_records(result, per_replica, pool.prefix_caching)
-        replica = float(index)  # one float object for all its records (10^6 in a fleet)
-        for record in records:
-            record.extra["replica"] = replica
-        parts.append(
-            SimResult(
-                config=dict(meta or {}),
-                engine=result,
-                pool=pool,
-                preemptions=engine.sched.preemptions,
-                records=records,
-                slo_ttft_s=slo_ttft_s,
-                slo_tpot_s=slo_tpot_s,
-                spec_decode=spec_summary_of(engine.sched),
-            )
-        )
+        del requests  # the engines hold the specs each was sent, until their records are built
+        per_replica = -(-trace_requests // replicas)
+        parts = fleet_parts(engines, pools, per_replica, meta, slo_ttft_s, slo_tpot_s)
     meta = dict(meta or {})
     config_doc = {
         **meta,

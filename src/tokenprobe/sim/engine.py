@@ -59,6 +59,7 @@ _ADMIT = 2  # a sent request reaching the scheduler after the front end's latenc
 _WAKE = 3  # a batch window ends: plan again
 _HELD = 4  # a data-parallel rank's dummy pass ends (sim/dpep.py)
 _PROGRESS_EVERY_STEPS = 2000
+_INF = math.inf
 
 
 @contextmanager
@@ -223,12 +224,8 @@ class Engine:
         for _ in range(min(concurrency or 1, len(requests))):
             self._push_next_arrival(0.0)
         self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
-        heap, pop_instant, start_step = self._heap, self._pop_instant, self._start_step
         with gc_paused():
-            while heap or self._done_s < math.inf:
-                pop_instant()
-                if not self.busy:
-                    start_step()
+            self._advance(math.inf)
         return self._result()
 
     def _push_next_arrival(self, now_s: float) -> None:
@@ -242,28 +239,57 @@ class Engine:
         t = now_s if self.concurrency else self.requests[i].arrival_s
         self._push(max(t, now_s), _ARRIVAL, i)
 
-    def _pop_instant(self) -> None:
-        """Apply every event of the earliest instant: the running step's end first."""
-        heap, clock_s, done_s = self._heap, self.clock_s, self._done_s
-        t_s = heap[0][0] if heap and heap[0][0] < done_s else done_s
-        if t_s < clock_s:
-            raise SimulationError(f"clock would go back from {clock_s} to {t_s}")
-        if not self.busy and t_s > clock_s:
-            self.idle_energy_j += self.idle_power_w * (t_s - clock_s)
-        self.clock_s = t_s
-        if done_s == t_s:
-            self._done_s = math.inf
-            self._step_done()
-        pop = heapq.heappop
-        while heap and heap[0][0] == t_s:
-            _, kind, _, payload = pop(heap)
-            if kind == _ARRIVAL:
-                self._arrive(payload)
-            elif kind == _ADMIT:
-                self._admit(payload)
-            elif kind == _HELD:
+    def _advance(self, t_s: float, inclusive: bool = False, start: bool = True) -> float:
+        """Apply every event before `t_s` (at or before it when `inclusive`), one instant at a
+        time: the running step's end first, then the heap's events of that instant; with
+        `start`, plan and start a step whenever the engine is idle after an instant. Returns
+        the next event's time (`next_event_s()`; inf: none).
+
+        The hot loop of every run (10^5-10^6 steps; a fleet's replica runs it once or twice per
+        arrival): the step's end and the start of the next step are written out here rather
+        than called."""
+        heap, pop, inf = self._heap, heapq.heappop, math.inf
+        sched, fe = self.sched, self.frontend
+        while True:
+            done_s = self._done_s
+            t = heap[0][0] if heap and heap[0][0] < done_s else done_s
+            if t > t_s or (t == t_s and not inclusive) or t == inf:
+                return t
+            clock_s = self.clock_s
+            if t < clock_s:
+                raise SimulationError(f"clock would go back from {clock_s} to {t}")
+            if not self.busy and t > clock_s:
+                self.idle_energy_j += self.idle_power_w * (t - clock_s)
+            self.clock_s = t
+            if done_s == t:  # the running step ends
+                self._done_s = inf
+                finished = sched.complete(self.step, t)
+                lag = 0.0 if fe is None else fe.stream(t, sched.emitted_tokens)
+                self.step += 1
                 self.busy = False
-            # _WAKE: nothing to apply; the loop plans the next step
+                for seq in finished:
+                    self._finished(seq.idx, lag)
+                if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
+                    self.progress(self.done, len(self.requests))
+            while heap and heap[0][0] == t:
+                _, kind, _, payload = pop(heap)
+                if kind == _ARRIVAL:
+                    self._arrive(payload)
+                elif kind == _ADMIT:
+                    self._admit(payload)
+                elif kind == _HELD:
+                    self.busy = False
+                # _WAKE: nothing to apply; the loop plans the next step
+            if start and not self.busy:  # plan, price and start the next step
+                if fe is not None and fe.shares_engine and fe.free_s[0] > t:
+                    self._engine_waits(t)
+                    continue
+                plan = sched.plan(self.step, t)
+                if plan is None:
+                    self._idle_point(t)
+                    continue
+                time_s, energy_j = self.step_fn(plan)
+                self._commit(plan, t, time_s, energy_j)
 
     def _arrive(self, i: int) -> None:
         self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
@@ -297,23 +323,12 @@ class Engine:
         elif self.concurrency:
             self._push_next_arrival(self.clock_s + delay_s)
 
-    def _start_step(self) -> None:
-        """Plan and price the next step (the hot path: written for speed, not elegance)."""
-        sched, now = self.sched, self.clock_s
-        fe = self.frontend
-        if fe is not None and fe.shares_engine and fe.free_s[0] > now:
-            # one process runs HTTP, streaming and the engine (vLLM V0): the GPU waits for it
-            self.timeline.add(
-                now, None, sched.pool.used_blocks, sched.num_waiting, self.idle_power_w
-            )
-            self._push(fe.free_s[0], _WAKE, 0)
-            return
-        plan = sched.plan(self.step, now)
-        if plan is None:
-            self._idle_point(now)
-            return
-        time_s, energy_j = self.step_fn(plan)
-        self._commit(plan, now, time_s, energy_j)
+    def _engine_waits(self, now: float) -> None:
+        """One process runs HTTP, streaming and the engine (vLLM V0): the GPU waits for it."""
+        fe, sched = self.frontend, self.sched
+        assert fe is not None
+        self.timeline.add(now, None, sched.pool.used_blocks, sched.num_waiting, self.idle_power_w)
+        self._push(fe.free_s[0], _WAKE, 0)
 
     def _idle_point(self, now: float) -> None:
         """Nothing to run: an idle point, and a wake-up when a batch window ends."""
@@ -325,7 +340,7 @@ class Engine:
 
     def _commit(self, plan: StepPlan, now: float, time_s: float, energy_j: float) -> None:
         """Run the planned step for `time_s`, spending `energy_j` (the hot path)."""
-        if not (0 < time_s < math.inf and energy_j >= 0):
+        if not (0 < time_s < _INF and energy_j >= 0):
             raise SimulationError(f"step time {time_s} s, energy {energy_j} J for {plan}")
         sched, fe = self.sched, self.frontend
         kv, queue = sched.pool.used_blocks, sched.num_waiting
@@ -356,18 +371,6 @@ class Engine:
         self.busy = True
         self._done_s = end_s
 
-    def _step_done(self) -> None:
-        finished = self.sched.complete(self.step, self.clock_s)
-        lag = 0.0
-        if self.frontend is not None:
-            lag = self.frontend.stream(self.clock_s, self.sched.emitted_tokens)
-        self.step += 1
-        self.busy = False
-        for seq in finished:
-            self._finished(seq.idx, lag)
-        if self.progress is not None and self.step % _PROGRESS_EVERY_STEPS == 0:
-            self.progress(self.done, len(self.requests))
-
     # ---------------------------------------------------------------- a cluster's replica
     # (sim/cluster.py): an engine opened empty takes requests one by one as its router sends
     # them, and is advanced to each arrival's instant before the router looks at it.
@@ -397,13 +400,7 @@ class Engine:
     def run_until(self, t_s: float) -> float:
         """Apply every event before `t_s`; events at `t_s` wait for the arrivals of that
         instant, so they are applied together, as in `run`. Returns `next_event_s()`."""
-        heap = self._heap
-        while self._done_s < t_s or (heap and heap[0][0] < t_s):
-            self._pop_instant()
-            if not self.busy:
-                self._start_step()
-        done_s = self._done_s
-        return heap[0][0] if heap and heap[0][0] < done_s else done_s
+        return self._advance(t_s)
 
     # ------------------------------------------------- a data-parallel attention rank
     # (sim/dpep.py): the ranks step together, so their gang plans, prices and starts each
@@ -411,9 +408,7 @@ class Engine:
 
     def apply_through(self, t_s: float) -> None:
         """Apply every event at or before `t_s` and stand at `t_s`, planning nothing."""
-        heap = self._heap
-        while self._done_s <= t_s or (heap and heap[0][0] <= t_s):
-            self._pop_instant()
+        self._advance(t_s, inclusive=True, start=False)
         if t_s > self.clock_s:
             if not self.busy:
                 self.idle_energy_j += self.idle_power_w * (t_s - self.clock_s)

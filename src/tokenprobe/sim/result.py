@@ -29,7 +29,6 @@ from tokenprobe.sim.energy_basis import basis_figures
 from tokenprobe.sim.engine import EngineResult, gc_paused
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.kv import BlockPool
-from tokenprobe.sim.state import Seq
 from tokenprobe.units import JOULES_PER_KWH, MEGA
 from tokenprobe.workload import RequestSpec
 
@@ -53,64 +52,12 @@ def unserved_record(spec: RequestSpec, arrival_s: float, kind: str, why: str) ->
     )
 
 
-def _record(
-    seq: Seq,
-    result: EngineResult,
-    traced: bool,
-    delivered: list[float] | None,
-    prefix_caching: bool,
-) -> RequestRecord:
-    spec = seq.spec
-    if seq.reject_reason is not None:
-        return unserved_record(spec, seq.arrival_s, REJECTED, seq.reject_reason)
-    # waiting for a slot starts once the front end has handed the request over
-    ready_s = seq.ready_s if result.frontend is not None else seq.arrival_s + result.frontend_s
-    queue = None if seq.first_sched_s is None else seq.first_sched_s - ready_s
-    first_s, finish_s, wait_s = seq.first_token_s, seq.finish_s, None
-    times = result.ledger.token_times_s(seq.segments, delivered) if traced else []
-    if delivered is not None and result.frontend is not None:
-        # tokens reach the client after the API-server process streamed them
-        wait_s = result.frontend.wait_s.get(seq.idx)
-        if seq.segments:
-            first_s, finish_s = delivered[seq.segments[0][0]], delivered[seq.segments[-1][1]]
-    # positional, in RequestRecord's field order (RECORD_FIELDS, checked by tests/sim/
-    # test_records_order.py): a third faster than by keyword, 10^5-10^6 records a run
-    return RequestRecord(
-        spec.request_id,
-        seq.arrival_s,  # scheduled_s
-        seq.arrival_s,  # sent_s
-        first_s,  # first_token_s
-        finish_s,
-        spec.input_tokens,
-        seq.generated,  # output_tokens
-        times,  # token_times_s
-        queue,  # queue_s
-        None,  # error_kind
-        None,  # error_message
-        "sim",  # token_count_source
-        _extra(seq, prefix_caching),
-        wait_s,  # frontend_wait_s
-    )
-
-
 RECORD_FIELDS = (
     "request_id", "scheduled_s", "sent_s", "first_token_s", "finish_s", "input_tokens",
     "output_tokens", "token_times_s", "queue_s", "error_kind", "error_message",
     "token_count_source", "extra", "frontend_wait_s",
 )  # fmt: skip
-"""RequestRecord's fields in the order `_record` passes them."""
-
-
-def _extra(seq: Seq, prefix_caching: bool) -> dict[str, float | str]:
-    extra: dict[str, float | str] = {
-        "energy_j": seq.energy_j,
-        "preemptions": float(seq.preemptions),
-    }
-    if prefix_caching:  # the key a measured record has from the server's usage block
-        extra["server_cached_tokens"] = float(max(seq.cached_tokens, 0))
-    if seq.spec.prefix_tokens:  # as bench records it: the replay keeps the groups apart
-        extra["prefix_group"] = float(seq.spec.prefix_group)
-    return extra
+"""RequestRecord's fields in the order `build_records` passes them."""
 
 
 def trace_stride(requests: int, trace_requests: int) -> int:
@@ -123,17 +70,64 @@ def build_records(
     result: EngineResult, trace_requests: int, prefix_caching: bool = False
 ) -> list[RequestRecord]:
     """One record per request; with `prefix_caching`, each says the prompt tokens its first
-    admission found cached (`server_cached_tokens`, as a server's usage block does)."""
+    admission found cached (`server_cached_tokens`, as a server's usage block does).
+
+    One loop with the run's constants as locals (10^5-10^6 records a run: a call per record
+    and its `extra` cost a fifth of the build); records positional, in RequestRecord's field
+    order (RECORD_FIELDS, checked by tests/sim/test_records_order.py), a third faster than by
+    keyword."""
     stride = trace_stride(len(result.seqs), trace_requests)
-    delivered = None
-    if result.frontend is not None:
-        lags = result.frontend.lag_s
-        delivered = [end + lag for end, lag in zip(result.ledger.step_end_s, lags, strict=True)]
+    fe, frontend_s = result.frontend, result.frontend_s
+    delivered: list[float] = []  # with a front end: when each step's tokens reach the client
+    if fe is not None:
+        delivered = [end + lag for end, lag in zip(result.ledger.step_end_s, fe.lag_s, strict=True)]
+    ends = delivered if fe is not None else None
+    token_times_s = result.ledger.token_times_s
+    out: list[RequestRecord] = []
+    append = out.append
     with gc_paused():
-        return [
-            _record(seq, result, stride > 0 and i % stride == 0, delivered, prefix_caching)
-            for i, seq in enumerate(result.seqs)
-        ]
+        for i, seq in enumerate(result.seqs):
+            spec = seq.spec
+            if seq.reject_reason is not None:
+                append(unserved_record(spec, seq.arrival_s, REJECTED, seq.reject_reason))
+                continue
+            arrival_s, first_s, finish_s = seq.arrival_s, seq.first_token_s, seq.finish_s
+            # waiting for a slot starts once the front end has handed the request over
+            ready_s = arrival_s + frontend_s if fe is None else seq.ready_s
+            times = token_times_s(seq.segments, ends) if stride and i % stride == 0 else []
+            wait_s = None
+            if fe is not None:  # tokens reach the client after the API-server process streamed
+                wait_s = fe.wait_s.get(seq.idx)
+                if seq.segments:
+                    first_s = delivered[seq.segments[0][0]]
+                    finish_s = delivered[seq.segments[-1][1]]
+            extra: dict[str, float | str] = {
+                "energy_j": seq.energy_j,
+                "preemptions": float(seq.preemptions),
+            }
+            if prefix_caching:  # the key a measured record has from the server's usage block
+                extra["server_cached_tokens"] = float(max(seq.cached_tokens, 0))
+            if spec.prefix_tokens:  # as bench records it: the replay keeps the groups apart
+                extra["prefix_group"] = float(spec.prefix_group)
+            append(
+                RequestRecord(
+                    spec.request_id,
+                    arrival_s,  # scheduled_s
+                    arrival_s,  # sent_s
+                    first_s,  # first_token_s
+                    finish_s,
+                    spec.input_tokens,
+                    seq.generated,  # output_tokens
+                    times,  # token_times_s
+                    None if seq.first_sched_s is None else seq.first_sched_s - ready_s,  # queue_s
+                    None,  # error_kind
+                    None,  # error_message
+                    "sim",  # token_count_source
+                    extra,
+                    wait_s,  # frontend_wait_s
+                )
+            )
+    return out
 
 
 def per_million_kwh(joules: float, tokens: int) -> float | None:
