@@ -34,7 +34,10 @@ One profile per engine and era the data separates (see calibrate/observations.py
   parameters keep `vllm`'s (no MoE or power rows on MI300X), but for the MLA attention and
   block-FP8 MoE kernels, which are `vllm-2025h1`'s (`kernels_of`: the same Triton kernels ran on
   ROCm in vLLM 0.7-0.9; dstack's MI300X DeepSeek-R1 runs, held out, check it: online throughput
-  98.7 -> 9.4 %, TPOT 49.4 -> 16.2 %, TTFT 53.8 -> 33.2 %). Also held out: OCI's 405B static
+  98.7 -> 9.4 %, TPOT 49.4 -> 16.2 %, TTFT 53.8 -> 33.2 %; with session 11's refit of
+  `vllm-2025h1`, copied here and the records re-recorded: throughput 14.4 %, TPOT 6.3 %, TTFT
+  37.2 %, offline 8.5 -> 17.1 %; the MI300X KV room itself is unchanged by that session's memory
+  terms, the rows move with the H200 kernel rates alone). Also held out: OCI's 405B static
   batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
 - `vllm-blackwell`: vLLM 0.11.1 on B200 (ML.ENERGY v3's B200 runs, benchmarks/data), every
   third run held out, the power model not refitted (`power_of = "vllm"`); fitted by
