@@ -34,7 +34,10 @@ One profile per engine and era the data separates (see calibrate/observations.py
   parameters keep `vllm`'s (no MoE or power rows on MI300X), but for the MLA attention and
   block-FP8 MoE kernels, which are `vllm-2025h1`'s (`kernels_of`: the same Triton kernels ran on
   ROCm in vLLM 0.7-0.9; dstack's MI300X DeepSeek-R1 runs, held out, check it: online throughput
-  98.7 -> 9.4 %, TPOT 49.4 -> 16.2 %, TTFT 53.8 -> 33.2 %). Also held out: OCI's 405B static
+  98.7 -> 9.4 %, TPOT 49.4 -> 16.2 %, TTFT 53.8 -> 33.2 %; with session 11's refit of
+  `vllm-2025h1`, copied here and the records re-recorded: throughput 14.4 %, TPOT 6.3 %, TTFT
+  37.2 %, offline 8.5 -> 17.1 %; the MI300X KV room itself is unchanged by that session's memory
+  terms, the rows move with the H200 kernel rates alone). Also held out: OCI's 405B static
   batches on 8 x MI300X (another owner's machine and image, Oct 2024; oci_mi300x_vllm.csv).
 - `sglang-rocm`: SGLang 0.4 for ROCm on MI300X (AMD's rocm/sglang-staging image, Feb 2025),
   starting from `sglang-2025h1` (the same Triton MLA and block-FP8 MoE kernels, in their HIP
@@ -61,9 +64,12 @@ One profile per engine and era the data separates (see calibrate/observations.py
   (sim/vllm_v0.py: whole-prompt prefill-only steps for MLA models), refitted so (Dec 2026:
   fitted TTFT 91 -> 15 %, TPOT 41 -> 21 %). Its MLA rows are sized by vLLM 0.7's own memory
   rule (cost/vllm_mla_era.py: padded latent, absorbed MLA matrices, the profile run's fused-MoE
-  caches; KV room 608k -> 433k tokens online), errors re-recorded with parameters kept (Dec
-  2026: fitted throughput 18.4 -> 10.7 %, held-out offline 5.2 -> 16.2 %: the kernel
-  efficiencies were fitted against the larger room and want a refit). SGLang 0.4 prices its
+  caches; and what its profile run holds, cost/vllm_mla_profile.py: CUDA's 139.81 GiB, the MLA
+  prefill path's activations, NCCL's NVLS buffers; KV room 608k -> 433k -> 285k tokens online,
+  c128 running ~70 where the server ran ~64), refitted so (Dec 2026, session 11: mla_attention
+  0.892 -> 0.910, fp8_moe 0.226 -> 0.261; fitted throughput 10.7 -> 11.4 %, TPOT 21.5 -> 24.9 %,
+  TTFT 15.0 -> 9.3 %; held out offline throughput 16.2 -> 13.8 %, issue 12568 TPOT 31.5 ->
+  46.5 %; the offline rows were 5.2 % with the 608k room of no era rule). SGLang 0.4 prices its
   prefill pairs in the absorbed latent form (`Efficiency.mla_absorbed_prefill` = 1, from its
   code), its errors re-recorded with `--rerecord`, parameters kept. Since SGLang 0.4's
   --enable-dp-attention rows run as ranks that each schedule their own requests (sim/sglang_dp.py,

@@ -32,6 +32,11 @@ from tokenprobe.cost.vllm_mla_era import (
     mla_rule_kv_bytes_per_token_per_gpu,
     mla_rule_profile_moe_bytes_per_gpu,
 )
+from tokenprobe.cost.vllm_mla_profile import (
+    era_prefill_bytes_per_token,
+    era_runtime_bytes,
+    era_usable_bytes,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.model import state_bytes_per_seq
@@ -48,7 +53,9 @@ DEFAULT_RUNTIME_BYTES = 1.0 * GiB
 # tensorrt-llm: kv_cache_free_gpu_mem_fraction x (HBM - weights - activations - runtime): a
 #   fraction of what is free once the engine and its buffers are loaded (KvCacheConfig);
 # vllm-0.7.0-mla-as-mha, vllm-0.7-mla: vllm's, with the KV bytes per token and the extra MLA
-#   weights of vLLM <= 0.7.0 and 0.7.1-0.7.x for MLA models (cost/vllm_mla_era.py).
+#   weights of vLLM <= 0.7.0 and 0.7.1-0.7.x for MLA models (cost/vllm_mla_era.py), and what
+#   vLLM 0.7's profile run holds of them (cost/vllm_mla_profile.py: CUDA's total, the MLA
+#   prefill path's activations, NCCL's NVLS buffers).
 VLLM_RULE, SGLANG_RULE, TRTLLM_RULE = "vllm", "sglang", "tensorrt-llm"
 MEMORY_RULES = (VLLM_RULE, SGLANG_RULE, TRTLLM_RULE, *VLLM_MLA_RULES)
 
@@ -132,6 +139,7 @@ def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUD
         g.mix.qkv_out + 2 * max(g.ffn.mlp_inner, g.ffn.expert_inner) for g in group_coeffs(dep)
     )
     per_token = (2 * m.hidden_size + widest) * ab
+    per_token = max(per_token, era_prefill_bytes_per_token(dep, budget.rule))  # vLLM 0.7 MLA
     logits = budget.max_num_seqs * m.vocab_size / dep.dense_tp * 4.0
     moe = mla_rule_profile_moe_bytes_per_gpu(dep, budget.rule, budget.max_num_batched_tokens)
     return budget.max_num_batched_tokens * per_token + logits + moe
@@ -174,6 +182,8 @@ def memory_report(
     fit in the KV cache?"""
     hbm = dep.gpu.hbm_bytes
     usable = hbm * budget.gpu_memory_utilization
+    usable = era_usable_bytes(dep, budget.rule, budget.gpu_memory_utilization) or usable
+    runtime = budget.runtime_bytes + era_runtime_bytes(dep, budget.rule)
     weights = max(0.0, weights_bytes_per_gpu(dep) - dep.cpu_offload_bytes)  # GPU-resident
     weights += mla_rule_extra_weight_bytes_per_gpu(dep, budget.rule)
     kv_token = mla_rule_kv_bytes_per_token_per_gpu(dep, budget.rule)
@@ -184,7 +194,7 @@ def memory_report(
         usable = hbm
         kv_free = budget.gpu_memory_utilization * (hbm - weights - acts - budget.runtime_bytes)
     else:
-        kv_free = usable - weights - acts - budget.runtime_bytes
+        kv_free = usable - weights - acts - runtime
     per_req = kv_bytes_per_request_per_gpu(dep, context_tokens, budget.block_size)
     if budget.rule in VLLM_MLA_RULES:  # MLA layers only: no recurrent state to keep apart
         per_req *= kv_token / dep.kv_bytes_per_token_per_gpu
@@ -208,7 +218,7 @@ def memory_report(
         usable_bytes_per_gpu=usable,
         weights_bytes_per_gpu=weights,
         activation_bytes_per_gpu=acts,
-        runtime_bytes_per_gpu=budget.runtime_bytes,
+        runtime_bytes_per_gpu=runtime,
         kv_free_bytes_per_gpu=max(kv_free, 0.0),
         kv_bytes_per_token=kv_token * dep.num_gpus,
         kv_bytes_per_token_per_gpu=kv_token,

@@ -40,12 +40,11 @@ the checkpoint's weights. vLLM of early 2025 held more, in three ways read from 
 Measured against: PR #14842's log (vLLM main of 2025-03-14, after #14770: padded latent, no
 absorbed matrices; V0, max_num_batched_tokens = max_model_len = 163,840, 256 sequences, TP 8;
 the GPU is not named: H200 by its memory, the one Hopper part that leaves R1 ~22 GiB of KV) has
-4,739 blocks of 64 = 303,296 tokens = 22.05 GiB of KV per GPU. This rule without the
-absorbed matrices gives 35.9 GiB, 494k tokens: 13.9 GiB of that V0 profile run (its peak
-activations at 163,840 tokens beyond the fused-MoE caches and the generic per-token tensors, and
-NCCL/CUDA memory outside PyTorch) is not modelled, nor is the catalog's 141 GiB of H200 HBM the
-139.8 GiB CUDA reports (1.1 GiB of usable memory at 0.9). dstack's H200 rows (absorbed matrices
-too) get 433k tokens of KV, against the ~256k their c128 queueing implies.
+4,739 blocks of 64 = 303,296 tokens = 22.05 GiB of KV per GPU. These three terms alone gave
+35.9 GiB (494k tokens); what the profile run takes besides (CUDA's 139.81 GiB of an H200, the
+MLA prefill path's activations at 163,840 tokens, NCCL's NVLS buffers) is cost/vllm_mla_profile.py,
+which brings it to 25.2 GiB (+14 %) and dstack's H200 rows (absorbed matrices too) from 433k to
+285k tokens of KV, against the ~256k their c128 queueing implies.
 From v0.8.0 the `vllm` rule applies (its W_UK_T / W_UV in bf16 are 0.26 GB on DeepSeek-R1 TP 8,
 left out as before).
 """
