@@ -122,7 +122,7 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   or tree kernels on small messages take 25-26 us at 8-128 B (rccl-tests all_reduce_perf over
   16 MI250X GCDs before RCCL's 1-shot path, ROCm/rccl PR #929), against 3.7-7.8 us for a
   custom one-shot kernel (sgl-project/sglang PR #2904, H100, TP 2-8, 512 B-32 KiB, no graphs).
-  0 (the link's figure alone) unless a profile fits it: `sglang-rocm` 140 us (SGLang 0.4.2 on
+  0 (the link's figure alone) unless a profile fits it: `sglang-rocm` 70 us (SGLang 0.4.2 on
   MI300X, whose custom all-reduce was off on ROCm: sgl-project/sglang PR #3406; the fit, and
   why it is above rccl-tests' figure, in benchmarks/sglang_rocm.py).
 - `request_overhead_s` 0 s: latency every request spends in the serving front end, outside the
