@@ -42,7 +42,8 @@ One profile per engine and era the data separates (see calibrate/observations.py
 - `sglang-rocm`: SGLang 0.4 for ROCm on MI300X (AMD's rocm/sglang-staging image, Feb 2025),
   starting from `sglang-2025h1` (the same Triton MLA and block-FP8 MoE kernels, in their HIP
   launches) and refitting what ROCm changes: `mla_attention` (its HIP launch, memory-bound under
-  TP 8) and `step_overhead_s` (RCCL all-reduces), on dstack's online MI300X DeepSeek-R1 runs;
+  TP 8) and `allreduce_extra_latency_s` (RCCL's fixed cost in each of a step's 122 TP
+  all-reduces, GPU-side time the overlap loop does not hide), on dstack's online MI300X runs;
   held out: their offline runs (benchmarks/sglang_rocm.py has the mechanisms and sources).
 - `vllm-blackwell`: vLLM 0.11.1 on B200 (ML.ENERGY v3's B200 runs, benchmarks/data), every
   third run held out, the power model not refitted (`power_of = "vllm"`); fitted by

@@ -4,7 +4,7 @@ rows see the attention kernel's HBM rate, and its held-out record as validate.py
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -18,14 +18,22 @@ from tokenprobe.calibrate import (
     select_profile,
 )
 from tokenprobe.calibrate.fit import summarize
-from tokenprobe.cost import Efficiency, Workload, estimate_deployment, make_deployment
+from tokenprobe.cost import (
+    BatchShape,
+    Efficiency,
+    Workload,
+    estimate_deployment,
+    make_deployment,
+    step_cost,
+)
 
 from .fit_profiles_script import fit_profiles
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "deepseek_2025h1.csv"
 NAME = "sglang-rocm"
-# the kernel launch and the step time its HIP build and RCCL change (benchmarks/sglang_rocm.py)
-MECHANISMS = {"mla_attention", "step_overhead_s"}
+# the kernel launch its HIP build changes and RCCL's fixed cost per TP all-reduce
+# (benchmarks/sglang_rocm.py); the host's step time stays the era's
+MECHANISMS = {"mla_attention", "allreduce_extra_latency_s"}
 
 
 def _rows() -> list[Row]:
@@ -57,6 +65,27 @@ def test_it_moves_only_the_rocm_mechanisms_from_the_eras_parameters() -> None:
             assert getattr(p.efficiency, f.name) == getattr(era.efficiency, f.name), f.name
     assert {e.set for e in p.errors} == {"fitted", "held_out"}
     assert set(p.fitted_on) == {"dstack_online_sglang-2025h1"}
+    # RCCL's time is GPU-side, not host time the overlap loop hides: the host's step stays the
+    # era's, and only this profile pays the extra all-reduce latency
+    assert p.efficiency.step_overhead_s == era.efficiency.step_overhead_s
+    assert p.efficiency.allreduce_extra_latency_s > 0 == era.efficiency.allreduce_extra_latency_s
+
+
+def test_rccl_latency_lengthens_the_4_user_decode_step_by_122_collectives() -> None:
+    """A decode step of dstack's 4-user run (4 sequences at ~3,600 tokens of context) on 8 x
+    MI300X: the profile's step less the same step at allreduce_extra_latency_s 0 is DeepSeek-R1's
+    61 layers x 2 TP all-reduces x the latency, all communication time."""
+    p = load_profile(NAME)
+    dep = make_deployment(
+        "deepseek-ai/DeepSeek-R1", "mi300x", tp=8, weight_dtype="fp8", kv_dtype="bf16",
+        efficiency=p.efficiency,
+    )  # fmt: skip
+    zero = replace(dep, efficiency=p.efficiency.with_overrides({"allreduce_extra_latency_s": 0}))
+    shape = BatchShape(decode_seqs=4, decode_context_tokens=4 * 3_600)
+    a, b = step_cost(zero, shape), step_cost(dep, shape)
+    extra_s = 61 * 2 * p.efficiency.allreduce_extra_latency_s
+    assert b.time_s - a.time_s == pytest.approx(extra_s, rel=1e-9)
+    assert b.comm_s - a.comm_s == pytest.approx(extra_s, rel=1e-9)
 
 
 def test_tp8_mla_decode_reads_every_latent_on_every_gpu() -> None:

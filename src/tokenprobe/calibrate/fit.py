@@ -61,6 +61,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mla_latent_prefill": (0.01, 1.0),
     "routing_skew": (0.0, 2.0),
     "link": (0.2, 1.0),
+    # RCCL's fixed cost per TP all-reduce beyond the link's latency (sglang-rocm): rccl-tests
+    # read ~25 us on small messages; 500 us would add 61 ms to a 61-layer model's step
+    "allreduce_extra_latency_s": (0.0, 500 * MICRO),
     "kernel_overhead_s": (0.0, 40 * MICRO),
     "step_overhead_s": (0.0, 30 * MILLI),
     "seq_overhead_s": (0.0, 200 * MICRO),
@@ -76,7 +79,9 @@ ProgressFn = Callable[[int, int], None]
 
 # fitted only when named (an era profile's kernels, `mla_attention` on MLA rows): every other
 # row is blind to it, and a default fit would pay one more evaluation per iteration for nothing
-NAMED_ONLY = frozenset({"mla_attention", "mixed_step_overhead_s", "mla_latent_prefill"})
+NAMED_ONLY = frozenset(
+    {"mla_attention", "mixed_step_overhead_s", "mla_latent_prefill", "allreduce_extra_latency_s"}
+)
 DEFAULT_PARAMETERS = tuple(k for k in BOUNDS if k not in NAMED_ONLY)
 DERIVED_METRICS = frozenset({"energy_per_output_token"})
 POWER_METRICS = frozenset({"power_per_gpu", "power_total"})

@@ -6,7 +6,9 @@ Inside one scale-up domain (NVLink/NVSwitch, xGMI, a node's PCIe; `Deployment.do
   busbw = algbw · 2(n−1)/n for all-reduce, (n−1)/n for all-to-all / all-gather /
   reduce-scatter, 1 for send/recv):
       t = α + 2(n−1)/n · S / (B_link · η_link · f_kind)
-  with α the link's per-message latency, B_link its per-direction bandwidth and f_kind the share
+  with α the link's per-message latency (plus `Efficiency.allreduce_extra_latency_s`, the
+  collective library's fixed cost where an engine runs NCCL/RCCL rather than a custom
+  all-reduce), B_link its per-direction bandwidth and f_kind the share
   a collective keeps on that kind of link (1 on NVLink, 0.66 on PCIe: LinkSpec.collective_factor).
 - Point-to-point send (pipeline stages): t = α + S / (B_link · η_link).
 
@@ -73,18 +75,25 @@ def _split(dep: Deployment, n: int) -> tuple[int, int]:
     return d, -(-n // d)
 
 
+def _allreduce_fixed_s(dep: Deployment) -> float:
+    """One all-reduce's fixed seconds: the link's per-message latency plus the collective
+    library's extra fixed cost where the engine runs NCCL/RCCL instead of a custom one-shot
+    kernel (`Efficiency.allreduce_extra_latency_s`)."""
+    return dep.gpu.link.latency_s + dep.efficiency.allreduce_extra_latency_s
+
+
 def allreduce_parts_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) -> tuple[Any, Any]:
     """(inside the domain, over the NICs) seconds of one all-reduce of `n_bytes` per GPU."""
     n = dep.tp if n_gpus is None else n_gpus
     if n <= 1:
         return 0.0, 0.0
     d, m = _split(dep, n)
-    link = dep.gpu.link
+    fixed = _allreduce_fixed_s(dep)
     if m == 1:
         bus_bytes = 2 * (n - 1) / n * n_bytes
-        return link.latency_s + bus_bytes / _link_rate(dep), 0.0
+        return fixed + bus_bytes / _link_rate(dep), 0.0
     # α_link is the collective's base cost (launch, synchronisation) even with one GPU a domain
-    intra = link.latency_s + (2 * (d - 1) / d * n_bytes / _link_rate(dep) if d > 1 else 0.0)
+    intra = fixed + (2 * (d - 1) / d * n_bytes / _link_rate(dep) if d > 1 else 0.0)
     rate, alpha = _nic(dep)
     inter = 2 * math.ceil(math.log2(m)) * alpha + 2 * (m - 1) / m * (n_bytes / d) / rate
     return intra, inter
@@ -102,7 +111,8 @@ def allreduce_time_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) -
     if 1 < n <= dep.domain_gpus:  # the simulator's per-step path: the ring alone, inline
         link = dep.gpu.link
         rate = link.bytes_per_s * dep.efficiency.link * link.collective_factor
-        return link.latency_s + 2 * (n - 1) / n * n_bytes / rate
+        fixed = link.latency_s + dep.efficiency.allreduce_extra_latency_s
+        return fixed + 2 * (n - 1) / n * n_bytes / rate
     intra, inter = allreduce_parts_s(dep, n_bytes, n_gpus)
     return intra + inter
 

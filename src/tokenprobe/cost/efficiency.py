@@ -113,6 +113,18 @@ user can see and change them (`--efficiency key=value`). Defaults and where they
   All-to-all among 8 GPUs synchronises all of them, so it is likely larger; left at 0 until
   calibrated. No data here measures it yet: ML.ENERGY's MoE runs, first read as DP+EP, ran
   tensor-parallel attention with experts spread (their launch configs), with no all-to-all.
+- `allreduce_extra_latency_s` 0 s: what one tensor-parallel all-reduce (its in-domain phase
+  across domains) costs beyond the link's per-message latency (`LinkSpec.latency_s`: the custom
+  all-reduce's one-shot figure on NVLink/xGMI), GPU-side time on the step's stream like the
+  all-reduce itself (cost/comm.py), so an overlap loop that hides the host's per-step time
+  (sim/sglang_overlap.py) does not hide it. It is the collective library's fixed cost where an
+  engine runs its TP all-reduces on NCCL/RCCL instead of a custom one-shot kernel: RCCL's ring
+  or tree kernels on small messages take 25-26 us at 8-128 B (rccl-tests all_reduce_perf over
+  16 MI250X GCDs before RCCL's 1-shot path, ROCm/rccl PR #929), against 3.7-7.8 us for a
+  custom one-shot kernel (sgl-project/sglang PR #2904, H100, TP 2-8, 512 B-32 KiB, no graphs).
+  0 (the link's figure alone) unless a profile fits it: `sglang-rocm` 70 us (SGLang 0.4.2 on
+  MI300X, whose custom all-reduce was off on ROCm: sgl-project/sglang PR #3406; the fit, and
+  why it is above rccl-tests' figure, in benchmarks/sglang_rocm.py).
 - `request_overhead_s` 0 s: latency every request spends in the serving front end, outside the
   GPU steps: HTTP parsing, chat template, tokenization, hand-off to the engine process (ZMQ in
   vLLM V1 and SGLang), detokenization and streaming of the first chunk. It adds to TTFT and
@@ -181,6 +193,7 @@ class Efficiency:
     mla_latent_prefill: float = 1.0
     routing_skew: float = 0.0
     alltoall_extra_latency_s: float = 0.0
+    allreduce_extra_latency_s: float = 0.0
     request_overhead_s: float = 0.0
     kernel_overhead_s: float = 4 * MICRO
     step_overhead_s: float = 0.5 * MILLI
