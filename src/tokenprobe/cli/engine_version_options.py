@@ -1,7 +1,7 @@
 """`simulate --engine-version`: the server a given vLLM release sets up (sim/vllm_v0.py).
 
 `--engine vllm-2025h1` (the era preset) simulates the release its shipped profile was fitted on
-(`sim.vllm_v0.ERA_VERSIONS`: 0.7.3, V0 engine, MLA with its padded latent and extra weights);
+(its `Era.stands_for`: 0.7.3, V0 engine, MLA with its padded latent and extra weights);
 `--engine-version` names another release, e.g. `--engine vllm --engine-version 0.7.3` (V0, priced
 with the era's profile: `EnginePreset.era_of`) or `--engine vllm-2025h1 --engine-version 0.8.5`
 (V1, the default from 0.8.0). Without either, `--engine vllm` is today's V1 server.

@@ -44,18 +44,19 @@ from tokenprobe.sim.dpep import (
     unpriced,
 )
 from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.engines import engine_preset
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import RequestSpec, Workload
 
 MAX_GROUPS = 4096
 # The rank dispatch inside a group, by engine (module docstring); others least-loaded.
-RANK_ROUTERS = {"sglang": "round-robin", "sglang-2025h1": "round-robin"}
+RANK_ROUTERS = {"sglang": "round-robin"}  # by preset: SGLang's eras dispatch as SGLang
 
 
 def rank_router_for(engine: str | None) -> str:
     """How `engine` spreads a group's requests over its ranks (module docstring)."""
-    return RANK_ROUTERS.get(engine or "", "least-loaded")
+    return RANK_ROUTERS.get(engine_preset(engine).name if engine else "", "least-loaded")
 
 
 @dataclass(slots=True)

@@ -43,6 +43,18 @@ from tokenprobe.units import GiB
 
 
 @dataclass(frozen=True)
+class Era:
+    """An engine's era: the releases it covers (version prefixes, `EnginePreset.era_of`), the
+    release its name stands for when no version is given (`vllm-2025h1` -> 0.7.3: its V0 engine
+    and MLA memory rule, sim/vllm_v0.py), and the scheduler defaults of its own, if any
+    (`tensorrt-llm-2025h1`: TRTLLM_SERVE_2025H1)."""
+
+    prefixes: tuple[str, ...]
+    stands_for: str = ""
+    scheduler: SchedulerConfig | None = None
+
+
+@dataclass(frozen=True)
 class EnginePreset:
     """One serving engine: its names, its serving flags, its shipped profile per GPU vendor.
 
@@ -52,17 +64,17 @@ class EnginePreset:
     engine's kernels there; a vendor without one is priced with the model's defaults. A key
     "<vendor>/<generation>" (a generation of catalog/energy.toml, `cost.gpu_generation`) names
     the profile for that generation's GPUs, which runs before the vendor's (`profile_for`).
-    `eras` maps an era's name (a shipped profile of that name prices it) to the version prefixes
-    it covers: versions whose kernels differ enough to need their own efficiencies (SGLang 0.4's
-    and vLLM 0.7-0.9's MLA and block-FP8 MoE kernels, early 2025); an era name is also a name of
-    the preset (`engine_preset("sglang-2025h1")` is SGLang's, with its scheduler and flags).
+    `eras` maps an era's name (a shipped profile of that name prices it) to its `Era`: the
+    versions whose kernels differ enough to need their own efficiencies (SGLang 0.4's and vLLM
+    0.7-0.9's MLA and block-FP8 MoE kernels, early 2025); an era name is also a name of the
+    preset (`engine_preset("sglang-2025h1")` is SGLang's, with its scheduler and flags).
     """
 
     name: str
     aliases: tuple[str, ...] = ()
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     profiles: Mapping[str, str] = field(default_factory=dict)
-    eras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    eras: Mapping[str, Era] = field(default_factory=dict)
 
     def profile_for(self, vendor: str, generation: str = "") -> str | None:
         """The profile for a GPU of `vendor` and `generation`: the generation's, else the
@@ -75,80 +87,9 @@ class EnginePreset:
         if release is None:
             return None
         v = ".".join(str(part) for part in release)
-        return next((era for era, pre in self.eras.items() if v.startswith(pre)), None)
+        return next((name for name, era in self.eras.items() if v.startswith(era.prefixes)), None)
 
 
-PRESETS = {
-    "vllm": EnginePreset(
-        "vllm",
-        ("vllm-openai",),
-        {
-            "max_num_seqs": ("--max-num-seqs",),
-            "max_num_batched_tokens": ("--max-num-batched-tokens",),
-            "gpu_memory_utilization": ("--gpu-memory-utilization",),
-        },
-        # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables;
-        # vllm-blackwell: vLLM 0.11 on B200 (sm100 kernels), fitted on ML.ENERGY's B200 runs
-        {"nvidia": "vllm", "nvidia/blackwell": "vllm-blackwell", "amd": "vllm-rocm"},
-        # 0.7-0.9 (Jan-Jun 2025): the DeepSeek-V3/R1 launch versions, Triton block-FP8 fused MoE
-        # and the MLA backend from 0.7.1 (its release notes; 0.7.0 cached full K/V:
-        # cost/vllm_mla_era.py); 0.10 (Jul 2025) is where the `vllm` profile's data starts
-        {"vllm-2025h1": ("0.7.", "0.8.", "0.9.")},
-    ),
-    "sglang": EnginePreset(
-        "sglang",
-        (),
-        {
-            "max_num_seqs": ("--max-running-requests",),
-            "max_num_batched_tokens": ("--chunked-prefill-size",),
-            "gpu_memory_utilization": ("--mem-fraction-static",),
-            "max_prefill_tokens": ("--max-prefill-tokens",),
-            "schedule_conservativeness": ("--schedule-conservativeness",),
-        },
-        # sglang-rocm: SGLang 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE
-        # in their HIP launches), fitted on dstack's MI300X DeepSeek-R1 runs
-        {"nvidia": "sglang", "amd": "sglang-rocm"},
-        # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
-        # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts
-        {"sglang-2025h1": ("0.4.",)},
-    ),
-    "tensorrt-llm": EnginePreset(
-        "tensorrt-llm",
-        ("trt-llm", "tensorrtllm", "trtllm", "trtllm-serve"),
-        {
-            "max_num_seqs": ("--max_batch_size", "--max-batch-size"),
-            "max_num_batched_tokens": ("--max_num_tokens", "--max-num-tokens"),
-        },
-        {"nvidia": "tensorrt-llm"},
-        # 0.17 (Feb 2025): the first PyTorch back end, which served DeepSeek-R1; its defaults
-        # (eager launches, no overlap scheduler; MLA without chunked context or block reuse) are
-        # TRTLLM_SERVE_2025H1 below
-        {"tensorrt-llm-2025h1": ("0.17.",)},
-    ),
-}
-ENGINES = tuple(PRESETS)
-
-
-def engine_preset(name: str) -> EnginePreset:
-    """The preset named `name` or one of its aliases (case and spaces ignored)."""
-    key = name.strip().lower().replace(" ", "-")
-    for preset in PRESETS.values():
-        if key == preset.name or key in preset.aliases or key in preset.eras:
-            return preset
-    raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
-
-
-SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
-SGLANG_MEM_FRACTION_BEYOND = 0.81
-SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
-SGLANG_PAGE_SIZE = 1  # server_args.py ServerArgs.page_size (0.4-0.5): KV per token, no blocks
-# chunked_prefill_size by GPU memory: (at least this many HBM bytes, tokens), largest first
-SGLANG_CHUNK_TOKENS_BY_HBM_BYTES = (
-    (160 * GiB, 16384),
-    (60 * GiB, 8192),
-    (35 * GiB, 4096),
-    (0.0, 2048),
-)
 # trtllm-serve 1.x: the same on every GPU
 TRTLLM_SERVE = SchedulerConfig(
     max_num_seqs=2048,  # max_batch_size
@@ -167,7 +108,87 @@ TRTLLM_SERVE = SchedulerConfig(
 # Python, host work in series with the GPU; those are the `tensorrt-llm-2025h1` profile's
 # (benchmarks/fit_trtllm_era.py derives them; the sources are in its docstring).
 TRTLLM_SERVE_2025H1 = replace(TRTLLM_SERVE, chunked_prefill=False, prefix_caching=False)
-ERA_SCHEDULERS = {"tensorrt-llm-2025h1": TRTLLM_SERVE_2025H1}
+
+
+PRESETS = {
+    "vllm": EnginePreset(
+        "vllm",
+        ("vllm-openai",),
+        {
+            "max_num_seqs": ("--max-num-seqs",),
+            "max_num_batched_tokens": ("--max-num-batched-tokens",),
+            "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        },
+        # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables;
+        # vllm-blackwell: vLLM 0.11 on B200 (sm100 kernels), fitted on ML.ENERGY's B200 runs
+        {"nvidia": "vllm", "nvidia/blackwell": "vllm-blackwell", "amd": "vllm-rocm"},
+        # 0.7-0.9 (Jan-Jun 2025): the DeepSeek-V3/R1 launch versions, Triton block-FP8 fused MoE
+        # and the MLA backend from 0.7.1 (its release notes; 0.7.0 cached full K/V:
+        # cost/vllm_mla_era.py); 0.10 (Jul 2025) is where the `vllm` profile's data starts
+        {"vllm-2025h1": Era(("0.7.", "0.8.", "0.9."), stands_for="0.7.3")},
+    ),
+    "sglang": EnginePreset(
+        "sglang",
+        (),
+        {
+            "max_num_seqs": ("--max-running-requests",),
+            "max_num_batched_tokens": ("--chunked-prefill-size",),
+            "gpu_memory_utilization": ("--mem-fraction-static",),
+            "max_prefill_tokens": ("--max-prefill-tokens",),
+            "schedule_conservativeness": ("--schedule-conservativeness",),
+        },
+        # sglang-rocm: SGLang 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE
+        # in their HIP launches), fitted on dstack's MI300X DeepSeek-R1 runs
+        {"nvidia": "sglang", "amd": "sglang-rocm"},
+        # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
+        # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts
+        {"sglang-2025h1": Era(("0.4.",))},
+    ),
+    "tensorrt-llm": EnginePreset(
+        "tensorrt-llm",
+        ("trt-llm", "tensorrtllm", "trtllm", "trtllm-serve"),
+        {
+            "max_num_seqs": ("--max_batch_size", "--max-batch-size"),
+            "max_num_batched_tokens": ("--max_num_tokens", "--max-num-tokens"),
+        },
+        {"nvidia": "tensorrt-llm"},
+        # 0.17 (Feb 2025): the first PyTorch back end, which served DeepSeek-R1; its defaults
+        # (eager launches, no overlap scheduler; MLA without chunked context or block reuse) are
+        # TRTLLM_SERVE_2025H1 above
+        {"tensorrt-llm-2025h1": Era(("0.17.",), scheduler=TRTLLM_SERVE_2025H1)},
+    ),
+}
+ENGINES = tuple(PRESETS)
+
+
+def engine_preset(name: str) -> EnginePreset:
+    """The preset named `name` or one of its aliases (case and spaces ignored)."""
+    key = name.strip().lower().replace(" ", "-")
+    for preset in PRESETS.values():
+        if key == preset.name or key in preset.aliases or key in preset.eras:
+            return preset
+    raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
+
+
+def engine_era(name: str) -> Era | None:
+    """The `Era` that `name` names (an era preset name such as "vllm-2025h1", case and spaces
+    ignored as `engine_preset` ignores them), or None for any other text (an engine's own name,
+    a release)."""
+    key = name.strip().lower().replace(" ", "-")
+    return next((p.eras[key] for p in PRESETS.values() if key in p.eras), None)
+
+
+SGLANG_MEM_FRACTION = {1: 0.88, 2: 0.87, 4: 0.85, 8: 0.81}  # by TP; 0.81 beyond
+SGLANG_MEM_FRACTION_BEYOND = 0.81
+SGLANG_MAX_RUNNING = 4096  # SGLang bounds running requests by its KV pool; a cap for the sim
+SGLANG_PAGE_SIZE = 1  # server_args.py ServerArgs.page_size (0.4-0.5): KV per token, no blocks
+# chunked_prefill_size by GPU memory: (at least this many HBM bytes, tokens), largest first
+SGLANG_CHUNK_TOKENS_BY_HBM_BYTES = (
+    (160 * GiB, 16384),
+    (60 * GiB, 8192),
+    (35 * GiB, 4096),
+    (0.0, 2048),
+)
 
 
 # vllm/engine/arg_utils.py `get_batch_defaults` (vLLM >= 0.9, V1, API server): GPUs of >= 70 GiB
@@ -194,11 +215,11 @@ def vllm_defaults(gpu: GpuSpec, **overrides: Any) -> SchedulerConfig:
 
 def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) -> SchedulerConfig:
     """The scheduler `engine` (a preset name or alias) sets up on `tp` GPUs of this kind, with
-    `overrides` (fields). An era with scheduler defaults of its own (`ERA_SCHEDULERS`) gets
+    `overrides` (fields). An era with scheduler defaults of its own (`Era.scheduler`) gets
     them."""
-    era = ERA_SCHEDULERS.get(engine.strip().lower().replace(" ", "-"))  # as engine_preset
-    if era is not None:
-        return replace(era, **overrides)
+    era = engine_era(engine)
+    if era is not None and era.scheduler is not None:
+        return replace(era.scheduler, **overrides)
     engine = engine_preset(engine).name
     if engine == "vllm":
         return vllm_defaults(gpu, **overrides)

@@ -43,7 +43,7 @@ defaults above (or V1's, `engine_defaults`), the memory rule of that version for
 0.7.1-0.7.x) and FlashMLA's 64-token KV blocks when the command selects that backend
 (`VLLM_ATTENTION_BACKEND=FLASHMLA`; vllm/platforms/cuda.py: "Forcing kv cache block size to 64
 for FlashMLA backend"). The replay of public rows (calibrate/serving.py) and `simulate --engine`
-both use it. An era preset name (`vllm-2025h1`) stands for `ERA_VERSIONS`' version: the one its
+both use it. An era preset name (`vllm-2025h1`) stands for its `Era.stands_for` release: the one its
 shipped profile was fitted on (dstack's 0.7.3 / 0.7.4.dev runs, V0).
 """
 
@@ -56,7 +56,7 @@ from tokenprobe.cost import Deployment, engine_release, vllm_mla_rule
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import VLLM_V0_SCHEDULING, SchedulerConfig
 from tokenprobe.sim.continuous import ContinuousScheduler
-from tokenprobe.sim.engines import engine_defaults, engine_preset
+from tokenprobe.sim.engines import engine_defaults, engine_era, engine_preset
 from tokenprobe.sim.sglang_scheduler import SglangScheduler
 from tokenprobe.sim.state import Seq
 
@@ -66,7 +66,6 @@ V0_MIN_BATCHED_TOKENS = 2048  # vllm/config.py `_DEFAULT_MAX_NUM_BATCHED_TOKENS`
 V0_LONG_CONTEXT_TOKENS = 32768  # chunked prefill by default above this max_model_len (NVIDIA)
 V0_CHUNKED_BUDGET = 2048  # max_num_batched_tokens with chunked prefill (V0 default)
 FLASHMLA_BLOCK_SIZE = 64  # vllm/platforms/cuda.py: FlashMLA's page size
-ERA_VERSIONS = {"vllm-2025h1": "0.7.3"}  # the version an era preset name stands for
 
 
 def runs_v0(version: str, notes: str = "") -> bool:
@@ -123,11 +122,12 @@ class VllmV0Scheduler(SglangScheduler):
 def vllm_version_defaults(
     dep: Deployment, version: str = "", notes: str = "", max_model_len: int | None = None
 ) -> SchedulerConfig:
-    """The scheduler `vllm serve` of `version` (a release, or an era preset name: `ERA_VERSIONS`)
+    """The scheduler `vllm serve` of `version` (a release, or an era preset name: `Era.stands_for`)
     sets up for `dep`, before the command's batch flags (module docstring). `notes` is the
     serving command (its VLLM_USE_V1 and VLLM_ATTENTION_BACKEND settings); `max_model_len` its
     --max-model-len, else the model's context. Without a version: today's V1 defaults."""
-    version = ERA_VERSIONS.get(version.strip().lower(), version)
+    era = engine_era(version)
+    version = era.stands_for if era is not None and era.stands_for else version
     context = max_model_len or dep.model.max_context_tokens
     if runs_v0(version, f"{version} {notes}") and context:
         config = vllm_v0_defaults(dep.gpu, context, mla=dep.model.mla is not None)
@@ -143,5 +143,5 @@ def vllm_version_defaults(
 
 def is_vllm_era(engine: str) -> bool:
     """Whether `engine` names vLLM by one of its era presets (`vllm-2025h1`)."""
-    key = engine.strip().lower()
-    return engine_preset(engine).name == "vllm" and key in ERA_VERSIONS
+    era = engine_era(engine)
+    return era is not None and bool(era.stands_for) and engine_preset(engine).name == "vllm"

@@ -1,0 +1,36 @@
+"""An engine's eras in one table (sim/engines.py `Era`): the releases each covers, the release
+its name stands for and its own scheduler defaults, looked up by name as presets are."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tokenprobe.hardware import get_gpu
+from tokenprobe.sim import engine_defaults, engine_preset, is_vllm_era
+from tokenprobe.sim.dpep_fleet import rank_router_for
+from tokenprobe.sim.engines import TRTLLM_SERVE, engine_era
+
+
+def test_each_era_is_found_by_its_name_in_any_case_and_spacing() -> None:
+    vllm = engine_era("vLLM-2025H1")
+    assert vllm is not None and vllm.stands_for == "0.7.3" and vllm.scheduler is None
+    assert engine_era("sglang 2025h1") == engine_preset("sglang").eras["sglang-2025h1"]
+    # an engine's own name and a release are not eras
+    assert engine_era("vllm") is None and engine_era("0.7.3") is None and engine_era("") is None
+
+
+def test_an_eras_own_scheduler_comes_from_its_entry() -> None:
+    h200 = get_gpu("h200")
+    era = engine_defaults("TensorRT-LLM-2025h1", h200, 8)
+    # 0.17's PyTorch executor on MLA: no chunked context, no block reuse; the rest as 1.x
+    assert era == replace(TRTLLM_SERVE, chunked_prefill=False, prefix_caching=False)
+    assert engine_defaults("tensorrt-llm", h200, 8) == TRTLLM_SERVE
+    # an era without a scheduler of its own gets its engine's
+    assert engine_defaults("sglang-2025h1", h200, 8) == engine_defaults("sglang", h200, 8)
+
+
+def test_era_names_resolve_to_their_engine_elsewhere() -> None:
+    assert is_vllm_era("vllm-2025h1") and is_vllm_era("VLLM-2025h1")
+    assert not is_vllm_era("vllm") and not is_vllm_era("sglang-2025h1")
+    assert rank_router_for("SGLang-2025h1") == rank_router_for("sglang") == "round-robin"
+    assert rank_router_for("vllm-2025h1") == rank_router_for(None) == "least-loaded"
