@@ -115,6 +115,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -430,10 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.power_only or args.rerecord_power:
             redo = fit_power if args.power_only else rerecord_power
             what = "refitted" if args.power_only else "records re-recorded"
-            profile = redo(rows, load_profile(engine))
-            save_profile(profile, args.out_dir / f"{engine}.toml")
-            print(f"\n{engine}: power {what}, {time.perf_counter() - t0:.0f} s")
-            _print_errors(profile)
+            _save(redo(rows, load_profile(engine)), args.out_dir, engine, f"power {what}", t0)
             continue
         if spec.get("fit") == "derive":  # tensorrt-llm-2025h1 (fit_trtllm_era.py), power_of
             base = load_profile(spec["start"])
@@ -442,12 +440,9 @@ def main(argv: list[str] | None = None) -> int:
                 load_profile(engine) if args.rerecord else fit_trtllm_era.fit_profile(rows, base)
             )
             profile = rerecord(rows, spec, profile, start_params)
-            save_profile(profile, args.out_dir / f"{engine}.toml")
             what = "errors re-recorded" if args.rerecord else "derived"
-            print(f"\n{engine}: {what}, {time.perf_counter() - t0:.0f} s")
-            print("  " + ", ".join(f"{k}={getattr(profile.efficiency, k):.4g}"
-                                   for k in profile.parameters))  # fmt: skip
-            _print_errors(profile)
+            values = {k: getattr(profile.efficiency, k) for k in profile.parameters}
+            _save(profile, args.out_dir, engine, what, t0, values)
             continue
         if spec.get("fit") == "busy":  # vllm-blackwell (fit_blackwell.py): power not refitted
             if args.rerecord:  # the fit's rows and split (fit_blackwell.fit_profile)
@@ -455,27 +450,20 @@ def main(argv: list[str] | None = None) -> int:
                 mine = [replace(r, engine=engine) for r in rows]
                 start_params = Params(base.efficiency, base.power)
                 profile = rerecord(mine, spec, load_profile(engine), start_params, energy=True)
-                save_profile(profile, args.out_dir / f"{engine}.toml")
-                print(f"\n{engine}: errors re-recorded, {time.perf_counter() - t0:.0f} s")
-                _print_errors(profile)
+                _save(profile, args.out_dir, engine, "errors re-recorded", t0)
                 continue
             profile, cal = fit_blackwell.fit_profile(
                 rows, {"name": engine, **spec}, load_profile(spec["start"]), NOTES
             )
-            save_profile(profile, args.out_dir / f"{engine}.toml")
-            print(f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
-                  f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-            print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
-            _print_errors(profile)
+            what = f"{cal.fitted_rows} fitted rows, {cal.held_rows} held out"
+            _save(profile, args.out_dir, engine, what, t0, cal.fit.values)
             summary.append({"engine": engine, **cal.to_dict()})
             continue
         time_rows = [r for r in rows if r.source not in TRANSFER_SOURCES]
         start = _start(spec)
         if args.rerecord:
             profile = rerecord(time_rows, spec, load_profile(engine), start or Params())
-            save_profile(profile, args.out_dir / f"{engine}.toml")
-            print(f"\n{engine}: errors re-recorded, {time.perf_counter() - t0:.0f} s")
-            _print_errors(profile)
+            _save(profile, args.out_dir, engine, "errors re-recorded", t0)
             continue
         parameters = spec.get("parameters", TIME_PARAMETERS)
         cal = calibrate(
@@ -511,17 +499,31 @@ def main(argv: list[str] | None = None) -> int:
             profile, engine=spec.get("engine", engine), vendor=spec.get("vendor", "nvidia")
         )
         profile = fit_power(rows, profile)
-        save_profile(profile, args.out_dir / f"{engine}.toml")
-        print(
-            f"\n{engine}: {cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
-            f"{time.perf_counter() - t0:.0f} s, {cal.fit.evaluations} evaluations "
-            f"({cal.fit.method})"
+        what = (
+            f"{cal.fitted_rows} fitted rows, {cal.held_rows} held out, "
+            f"{cal.fit.evaluations} evaluations ({cal.fit.method})"
         )
-        print("  " + ", ".join(f"{k}={v:.4g}" for k, v in cal.fit.values.items()))
-        _print_errors(profile)
+        _save(profile, args.out_dir, engine, what, t0, cal.fit.values)
         summary.append({"engine": engine, **cal.to_dict()})
     print(json.dumps({"benchmark": "fit_profiles", "profiles": summary}))
     return 0
+
+
+def _save(
+    profile: Profile,
+    out_dir: Path,
+    engine: str,
+    what: str,
+    t0: float,
+    values: Mapping[str, float] | None = None,
+) -> None:
+    """Write `profile` as `engine`.toml under `out_dir` and print what was done, how long it
+    took since `t0`, the fitted values and the error records."""
+    save_profile(profile, out_dir / f"{engine}.toml")
+    print(f"\n{engine}: {what}, {time.perf_counter() - t0:.0f} s")
+    if values:
+        print("  " + ", ".join(f"{k}={v:.4g}" for k, v in values.items()))
+    _print_errors(profile)
 
 
 def _print_errors(profile: Profile) -> None:
