@@ -18,10 +18,12 @@ fitted on H200), which the profile starts from:
   attention/triton_ops/decode_attention.py). Under TP 8 a GPU's 16 heads make
   2 x 16 x (2 x 512 + 64) = 34,816 FLOP per (query, cached token) over 576 x 2 = 1,152 B of
   latent: 30 FLOP/B, memory-bound on MI300X (ridge 1,307 TFLOP/s / 5.3 TB/s = 247), while on the
-  H200 DP-attention rows that fitted `sglang-2025h1`'s figure each GPU runs all 128 heads over
-  only its own eighth of the batch (242 FLOP/B, near H200's ridge 989 / 4.8 = 206, and 1/8 of the
-  bytes: tests/calibrate/test_sglang_rocm.py derives both). The MI300X rows weigh the kernel's
-  HBM side eight times as much, in another launch: `mla_attention` is refitted.
+  H200 DP-attention rows of `sglang-2025h1`'s fit each GPU runs all 128 heads over only its own
+  eighth of the batch (242 FLOP/B, near H200's ridge 989 / 4.8 = 206, and 1/8 of the bytes:
+  tests/calibrate/test_sglang_rocm.py derives both). The era's figure is a compromise between
+  those rows and its TP8 offline rows (16 heads a GPU, the MI300X regime, which read 50 % off
+  with it), so it does not stand for the TP8 regime; with the kernel's HBM side weighed eight
+  times as much, in another launch, `mla_attention` is refitted.
 - Block-FP8 MoE: the same Triton fused_moe (w8a8, 128 x 128 blocks), on ROCm with FP8
   e4m3fnuz weights and its HIP configs (PR #2601 changed its default config for HIP), which
   streams the experts' weights as on H200: `fp8_moe` stays the era's, fitted on H200's online

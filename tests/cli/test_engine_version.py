@@ -47,6 +47,23 @@ def test_engine_version_picks_the_release_and_its_eras_profile() -> None:
     assert _scheduler(v1)[:2] == ("vllm", "vllm")  # V1 is the default from 0.8.0
 
 
+def test_the_sglang_era_simulates_its_04_server() -> None:
+    # `--engine sglang-2025h1` runs the scheduler validate.py replays 0.4 rows with
+    # (sim/sglang_dp.py): lpm, the overlap loop on plain TP, 0.4's 8192-token chunk on an H200
+    s = _config("--engine", "sglang-2025h1")["scheduler"]
+    assert isinstance(s, dict)
+    assert (s["schedule_policy"], s["overlap_schedule"], s["max_num_batched_tokens"]) == (
+        "lpm",
+        True,
+        8192,
+    )
+    late = _config("--engine", "sglang")["scheduler"]  # 0.5: fcfs, its overlap not modelled
+    assert isinstance(late, dict)
+    assert (late["schedule_policy"], late["overlap_schedule"]) == ("fcfs", False)
+    flagged = _config("--engine", "sglang-2025h1", "--max-num-batched-tokens", "4096")
+    assert flagged["scheduler"]["max_num_batched_tokens"] == 4096  # type: ignore[index]
+
+
 def test_bad_engine_versions_name_the_field() -> None:
     for extra in (
         ["--engine", "vllm", "--engine-version", "latest"],

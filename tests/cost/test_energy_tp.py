@@ -69,6 +69,20 @@ def test_a_tp4_step_draws_less_per_gpu_while_its_all_reduce_is_exposed() -> None
     assert plain.power_w - cost.power_w == pytest.approx(gated_w, rel=0.01)
 
 
+def test_streamed_weights_keep_the_whole_die_busy() -> None:
+    """Offloaded weights (vLLM's --cpu-offload-gb) stall the GEMMs on every SM while they stream
+    over PCIe: that part of the step's communication is not the all-reduce's 36 blocks, so at
+    TP1 (no all-reduce) the catalog H100 and the ungated copy draw the same power."""
+    offload = 20 * 2**30
+    dep = make_deployment("llama-3.1-8b", "h100-sxm", tp=1, cpu_offload_bytes=offload)
+    shape = BatchShape(decode_seqs=32, decode_context_tokens=32 * 1000)
+    cost = step_cost(dep, shape)
+    assert cost.comm_s > 0  # the streamed weights' time
+    plain_gpu = dataclasses.replace(dep.gpu, name="my-h100")
+    plain = make_deployment("llama-3.1-8b", plain_gpu, tp=1, cpu_offload_bytes=offload)
+    assert step_cost(plain, shape).power_w == pytest.approx(cost.power_w, rel=1e-3)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     gpu=st.sampled_from(["h100-sxm", "b200", "a100-sxm-80gb", "gh200"]),

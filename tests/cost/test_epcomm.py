@@ -200,6 +200,9 @@ def test_engine_flags_name_the_back_end() -> None:
     low = EpComm("deepep", "low-latency")
     assert ep_comm_from_flags('VLLM_ALL2ALL_BACKEND="deepep_low_latency" vllm serve m') == low
     assert ep_comm_from_flags("--all2all-backend magic") == EpComm()
+    # vLLM reads the variable only when the flag is unset: the flag wins
+    both = "VLLM_ALL2ALL_BACKEND=naive vllm serve m --all2all-backend deepep_low_latency"
+    assert ep_comm_from_flags(both) == low
 
 
 @pytest.mark.parametrize(

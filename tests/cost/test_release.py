@@ -41,3 +41,9 @@ def test_every_version_rule_reads_the_same_release() -> None:
 def test_the_cli_takes_one_release_alone() -> None:
     assert is_release("0.7.3") and is_release("v0.8.5.post1") and is_release("0.7.4.dev181+g1")
     assert not is_release("0.7.3 (ROCm)") and not is_release("seven") and not is_release("7")
+
+
+def test_the_cli_refuses_release_look_alikes() -> None:
+    for text in ("0.7abc", "1.2-", "0.7.3..", "0.7.3-foo"):
+        assert not is_release(text), text
+    assert is_release("1.0.0rc2") and is_release("0.4.3.post2") and is_release("v0.7.0")

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import engine_defaults, engine_preset, is_vllm_era
+from tokenprobe.sim.dpep import pads_ranks
 from tokenprobe.sim.dpep_fleet import rank_router_for
 from tokenprobe.sim.engines import TRTLLM_SERVE, engine_era
 
@@ -34,3 +35,11 @@ def test_era_names_resolve_to_their_engine_elsewhere() -> None:
     assert not is_vllm_era("vllm") and not is_vllm_era("sglang-2025h1")
     assert rank_router_for("SGLang-2025h1") == rank_router_for("sglang") == "round-robin"
     assert rank_router_for("vllm-2025h1") == rank_router_for(None) == "least-loaded"
+
+
+def test_dp_rules_read_the_engine_by_preset() -> None:
+    # vLLM V1 pads every DP rank (sim/dpep.py) whatever the spelling; V0's era had no DP pad
+    assert pads_ranks("vllm") and pads_ranks("vLLM") and pads_ranks("vllm-openai")
+    assert not pads_ranks("vllm-2025h1") and not pads_ranks("sglang") and not pads_ranks(None)
+    # a label that is not a preset (a fork's name) keeps the default dispatch and no padding
+    assert rank_router_for("my-fork") == "least-loaded" and not pads_ranks("my-fork")

@@ -13,7 +13,7 @@ from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import (
     DpEpResult,
     engine_defaults,
-    is_sglang_04,
+    runs_sglang_04,
     sglang_04_scheduler,
     simulate_fleet,
 )
@@ -51,8 +51,10 @@ def test_the_04_settings_of_a_dp_attention_rank() -> None:
     assert dp.schedule_conservativeness == pytest.approx(0.3 * base.schedule_conservativeness)
     given = sglang_04_scheduler(base, mi300x, dp_attention=True, chunk_flag=True)
     assert given.max_num_batched_tokens == 16384 // 2
-    assert is_sglang_04("0.4.3.post2") and is_sglang_04("0.4.2.post4 (ROCm 6.3)")
-    assert not is_sglang_04("0.5.4") and not is_sglang_04("0.40")
+    assert runs_sglang_04("SGLang", "0.4.3.post2") and runs_sglang_04("sglang", "v0.4.1")
+    assert runs_sglang_04("sglang", "0.4.2.post4 (ROCm 6.3)") and runs_sglang_04("sglang-2025h1")
+    assert not runs_sglang_04("sglang", "0.5.4") and not runs_sglang_04("sglang", "0.40")
+    assert not runs_sglang_04("vllm", "0.4.1") and not runs_sglang_04("sglang")
 
 
 def test_a_closed_loop_keeps_its_users_requests_in_flight() -> None:

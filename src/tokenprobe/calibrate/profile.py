@@ -78,7 +78,7 @@ from tokenprobe.cost import (
 from tokenprobe.errors import ConfigError, SchemaError
 from tokenprobe.files import check_out_file, names_a_file, parse_toml, read_text
 from tokenprobe.hardware import VENDORS, get_gpu, gpu_names
-from tokenprobe.sim import engine_preset
+from tokenprobe.sim import engine_era, engine_preset
 
 SECTIONS = ("engine", "efficiency", "power", "fit")
 ENGINE_KEYS = {
@@ -383,6 +383,9 @@ def select_profile(engine: str, vendor: str, generation: str = "") -> Profile | 
 
 def profile_name_for(engine: str, vendor: str, generation: str = "") -> str | None:
     """The name `select_profile` loads (the profile itself need not be shipped yet)."""
+    era = engine_era(engine)
+    if era is not None and vendor in era.profiles:  # the era's kernels on this vendor
+        return era.profiles[vendor]
     family = None
     if engine in shipped_profiles():
         named = _load_shipped(engine)

@@ -73,7 +73,7 @@ from tokenprobe.sim import (
     SchedulerConfig,
     engine_defaults,
     engine_preset,
-    is_sglang_04,
+    runs_sglang_04,
     sglang_04_scheduler,
     simulate,
     simulate_fleet,
@@ -259,7 +259,7 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     version = row.get("engine_version", "")
     config = scheduler_for(engine, dep, notes, version)
-    if engine_preset(engine).name == "sglang" and is_sglang_04(version):
+    if runs_sglang_04(engine, version):
         chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
         config = sglang_04_scheduler(
             config, dep.gpu, dp_attention=dp > 1, chunk_flag=chunk_flag is not None

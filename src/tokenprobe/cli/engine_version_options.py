@@ -20,6 +20,8 @@ from tokenprobe.sim import (
     engine_defaults,
     engine_preset,
     is_vllm_era,
+    runs_sglang_04,
+    sglang_04_scheduler,
     vllm_version_defaults,
 )
 
@@ -53,4 +55,7 @@ def server_defaults(engine: str, dep: Deployment, engine_version: str | None) ->
         return vllm_version_defaults(dep, engine_version)
     if is_vllm_era(engine):
         return vllm_version_defaults(dep, engine)
-    return engine_defaults(engine, dep.gpu, dep.tp)
+    config = engine_defaults(engine, dep.gpu, dep.tp)
+    if runs_sglang_04(engine):  # --chunked-prefill-size, if given, applies after this
+        return sglang_04_scheduler(config, dep.gpu, dp_attention=dep.attention_dp, chunk_flag=False)
+    return config

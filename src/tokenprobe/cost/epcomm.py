@@ -171,9 +171,10 @@ VLLM_ALL2ALL_BACKENDS = {
     "deepep_low_latency": ("deepep", "low-latency"),
 }
 _SGLANG_DEEPEP_FLAGS = (r"--moe-a2a-backend[ =]deepep\b", r"--enable-deepep-moe\b")
+# the flag after the variable: vLLM reads VLLM_ALL2ALL_BACKEND only when the flag is unset
 _VLLM_BACKEND_FLAGS = (
-    r"--all2all-backend[ =](\w+)",
     r"VLLM_ALL2ALL_BACKEND=\"?(\w+)",
+    r"--all2all-backend[ =](\w+)",
 )
 _OVERLAP_FLAGS = (r"--enable-two-batch-overlap\b", r"--enable-dbo\b")
 _REDUNDANT_FLAGS = (

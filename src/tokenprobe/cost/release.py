@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-_STRICT = re.compile(r"v?\d+\.\d+(\.\d+)?([.+-]?[0-9a-z+.]*)?", re.IGNORECASE)
+# major.minor[.patch][.postN|.devN|rcN|aN|bN...][+local]: PEP 440 as engines tag releases
+_STRICT = re.compile(
+    r"v?\d+\.\d+(\.\d+)?([.-]?(dev|post|rc|a|b)\d+)*(\+[0-9a-z.]+)?", re.IGNORECASE
+)
 
 
 def engine_release(version: str) -> tuple[int, int, int] | None:

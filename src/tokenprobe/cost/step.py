@@ -35,7 +35,7 @@ from tokenprobe.cost.ops import (
     layer_terms,
 )
 from tokenprobe.cost.shape import BatchShape
-from tokenprobe.cost.stepcomm import comm_volumes, exposed_comm_s, link_bytes
+from tokenprobe.cost.stepcomm import comm_volumes, exposed_comm_s, link_bytes, offload_step_s
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 
@@ -386,7 +386,9 @@ def _power_w(
         None,  # temp_c: the reference temperature
         per_element * expert_weight_elements(dep, shape) if per_element else 0.0,  # cuda_ops
         issue_s,
-        comm_s,  # exposed communication: only the all-reduce kernels' SMs stay clocked
+        # exposed communication: only the all-reduce kernels' SMs stay clocked; streamed
+        # weights (offload) stall GEMMs on every SM, so that part stays whole-die
+        max(0.0, comm_s - offload_step_s(dep)) if dep.cpu_offload_bytes > 0 else comm_s,
     )
     return dep.power.power_w(work, k.figures, clock_fraction)
 

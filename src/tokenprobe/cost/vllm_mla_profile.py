@@ -31,7 +31,8 @@ the byte). Three terms the era rule lacked, each read from that log or vLLM's/NC
    16 x (3 x 192 + 256 + 128) = 39,488 elements, 78,976 B per token, against the generic
    model's 45 kB (cost/memory.py: widest per-token tensors). With the fused-MoE chunk caches
    (cost/vllm_mla_era.py), added as cost/memory.py adds them, the log's 32,000 tokens give
-   32,000 x 78,976 + 32,000 x 8 x 7,936 x 2 = 6.59e9 B = 6.14 GiB against its 6.37 (-3.6 %).
+   32,000 x 78,976 + 32,000 x 8 x 7,936 x 2 = 6.59e9 B = 6.14 GiB, 6.20 GiB with the fp32
+   logits `memory_report` adds, against its 6.37 (-2.7 %).
    (The two do not live at once in the code read: their maximum, ~5.3 GiB with the MoE layer's
    own per-token tensors, would leave the log ~1 GiB short; what else the profile run holds
    is not found, so the sum stands, as before.)

@@ -145,8 +145,8 @@ class ModelSpec:
     # quantization_config.modules_to_not_convert, gpt-oss: "model.layers.*.self_attn",
     # "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"); "" when not stated. A
     # deployment that runs those weights in this format reads the dense ones in 16 bits
-    # (cost/ops.py `dense_weight_bytes`); not part of the shape
-    experts_only_quant: str = field(default="", compare=False)
+    # (cost/ops.py `dense_weight_bytes`); it prices, so it is part of equality
+    experts_only_quant: str = ""
 
     def __post_init__(self) -> None:
         check_count("hidden_size", self.hidden_size, MAX_HIDDEN_SIZE)

@@ -45,6 +45,7 @@ from tokenprobe.sim.engines import (
     TRTLLM_SERVE,
     EnginePreset,
     engine_defaults,
+    engine_era,
     engine_preset,
 )
 from tokenprobe.sim.frontend import Frontend
@@ -60,7 +61,7 @@ from tokenprobe.sim.runconfig import (
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
-from tokenprobe.sim.sglang_dp import is_sglang_04, sglang_04_scheduler
+from tokenprobe.sim.sglang_dp import runs_sglang_04, sglang_04_scheduler
 from tokenprobe.sim.vllm_v0 import (
     is_vllm_era,
     runs_v0,
@@ -100,14 +101,15 @@ __all__ = [
     "capacity_blocks",
     "deployment_config",
     "engine_defaults",
+    "engine_era",
     "engine_preset",
     "get_scenario",
-    "is_sglang_04",
     "is_vllm_era",
     "max_rate_per_s",
     "meets_slos",
     "price_deployment",
     "run_workload",
+    "runs_sglang_04",
     "runs_v0",
     "scheduler_name",
     "scheduler_of",

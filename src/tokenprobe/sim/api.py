@@ -388,7 +388,8 @@ def simulate_fleet(
         prefill = None
         if prefill_tp is not None and prefill_tp != deployment.tp:
             p_dep = worker_deployment(deployment, prefill_tp, "prefill_tp")
-            prefill = (p_dep, DecodeMemo(cost_step_fn(p_dep)), capacity_blocks(p_dep, config))
+            p_fn = DecodeMemo(config_step_fn(p_dep, config, cost_step_fn(p_dep)))
+            prefill = (p_dep, p_fn, capacity_blocks(p_dep, config))
         return run_disaggregated(
             workload, step_fn, deployment, config, blocks, split=split,
             kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, spec_run=spec,

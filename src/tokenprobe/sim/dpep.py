@@ -50,6 +50,7 @@ from tokenprobe.records import Run, write_run
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
+from tokenprobe.sim.engines import engine_era, engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult, build_records
@@ -76,7 +77,10 @@ DUMMY_PLAN = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.
 
 def pads_ranks(engine: str | None) -> bool:
     """Whether `engine` pads every DP rank to the largest rank's tokens (PADDING_ENGINES)."""
-    return engine in PADDING_ENGINES
+    # by preset (`--engine vLLM`, `vllm-openai`), but not an era: V0 (vllm-2025h1) had no DP pad
+    if not engine or engine_era(engine) is not None or not is_engine(engine):
+        return False
+    return engine_preset(engine).name in PADDING_ENGINES
 
 
 def unpriced(plan: StepPlan) -> tuple[float, float]:

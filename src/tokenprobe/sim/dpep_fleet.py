@@ -44,7 +44,7 @@ from tokenprobe.sim.dpep import (
     unpriced,
 )
 from tokenprobe.sim.engine import Engine, StepFn
-from tokenprobe.sim.engines import engine_preset
+from tokenprobe.sim.engines import engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import RequestSpec, Workload
@@ -56,7 +56,8 @@ RANK_ROUTERS = {"sglang": "round-robin"}  # by preset: SGLang's eras dispatch as
 
 def rank_router_for(engine: str | None) -> str:
     """How `engine` spreads a group's requests over its ranks (module docstring)."""
-    return RANK_ROUTERS.get(engine_preset(engine).name if engine else "", "least-loaded")
+    name = engine_preset(engine).name if engine and is_engine(engine) else ""
+    return RANK_ROUTERS.get(name, "least-loaded")
 
 
 @dataclass(slots=True)

@@ -46,12 +46,15 @@ from tokenprobe.units import GiB
 class Era:
     """An engine's era: the releases it covers (version prefixes, `EnginePreset.era_of`), the
     release its name stands for when no version is given (`vllm-2025h1` -> 0.7.3: its V0 engine
-    and MLA memory rule, sim/vllm_v0.py), and the scheduler defaults of its own, if any
-    (`tensorrt-llm-2025h1`: TRTLLM_SERVE_2025H1)."""
+    and MLA memory rule, sim/vllm_v0.py), the scheduler defaults of its own, if any
+    (`tensorrt-llm-2025h1`: TRTLLM_SERVE_2025H1), and the shipped profile per GPU vendor where
+    the era's kernels there were fitted apart from the era's own profile (SGLang 0.4 on ROCm:
+    `sglang-rocm`), which the engine's later releases on that vendor do not inherit."""
 
     prefixes: tuple[str, ...]
     stands_for: str = ""
     scheduler: SchedulerConfig | None = None
+    profiles: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,12 +140,13 @@ PRESETS = {
             "max_prefill_tokens": ("--max-prefill-tokens",),
             "schedule_conservativeness": ("--schedule-conservativeness",),
         },
-        # sglang-rocm: SGLang 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE
-        # in their HIP launches), fitted on dstack's MI300X DeepSeek-R1 runs
-        {"nvidia": "sglang", "amd": "sglang-rocm"},
+        {"nvidia": "sglang"},
         # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
-        # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts
-        {"sglang-2025h1": Era(("0.4.",))},
+        # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts.
+        # sglang-rocm: 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE in their
+        # HIP launches, all-reduces on RCCL), fitted on dstack's MI300X DeepSeek-R1 runs; later
+        # ROCm images (AITER kernels, the custom all-reduce) are not priced by it
+        {"sglang-2025h1": Era(("0.4.",), profiles={"amd": "sglang-rocm"})},
     ),
     "tensorrt-llm": EnginePreset(
         "tensorrt-llm",
@@ -161,20 +165,36 @@ PRESETS = {
 ENGINES = tuple(PRESETS)
 
 
+def _key(name: str) -> str:
+    """A preset, alias or era name as the tables spell it (case and spaces ignored)."""
+    return name.strip().lower().replace(" ", "-")
+
+
+def _find(name: str) -> EnginePreset | None:
+    key = _key(name)
+    return next(
+        (p for p in PRESETS.values() if key == p.name or key in p.aliases or key in p.eras), None
+    )
+
+
 def engine_preset(name: str) -> EnginePreset:
-    """The preset named `name` or one of its aliases (case and spaces ignored)."""
-    key = name.strip().lower().replace(" ", "-")
-    for preset in PRESETS.values():
-        if key == preset.name or key in preset.aliases or key in preset.eras:
-            return preset
-    raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
+    """The preset named `name` or one of its aliases or eras (case and spaces ignored)."""
+    preset = _find(name)
+    if preset is None:
+        raise ConfigError("engine", name, f"one of {', '.join(ENGINES)}")
+    return preset
+
+
+def is_engine(name: str) -> bool:
+    """Whether `name` names a preset, one of its aliases or eras (`engine_preset` finds it)."""
+    return _find(name) is not None
 
 
 def engine_era(name: str) -> Era | None:
     """The `Era` that `name` names (an era preset name such as "vllm-2025h1", case and spaces
     ignored as `engine_preset` ignores them), or None for any other text (an engine's own name,
     a release)."""
-    key = name.strip().lower().replace(" ", "-")
+    key = _key(name)
     return next((p.eras[key] for p in PRESETS.values() if key in p.eras), None)
 
 

@@ -45,19 +45,26 @@ from dataclasses import replace
 
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import LPM, SchedulerConfig
+from tokenprobe.sim.engines import PRESETS, engine_era, engine_preset
 from tokenprobe.units import MiB
 
-SGLANG_04 = "0.4."  # the versions whose server_args.py this module transcribes
+SGLANG_04_ERA = "sglang-2025h1"  # the era whose 0.4 server_args.py this module transcribes
 DP_CHUNK_DIVISOR = 2  # chunked_prefill_size // 2 with --enable-dp-attention (0.4.x)
 DP_CONSERVATIVENESS_FACTOR = 0.3  # schedule_conservativeness x 0.3 with --enable-dp-attention
 CHUNK_TOKENS_04 = 8192  # chunked_prefill_size default (0.4.x), GPUs of >= 25,000 MB
 CHUNK_TOKENS_04_SMALL = 2048  # below 25,000 MB
 SMALL_GPU_BYTES_04 = 25_000 * MiB  # get_nvgpu_memory_capacity() is in MiB (nvidia-smi)
+ERA_04 = PRESETS["sglang"].eras[SGLANG_04_ERA]
 
 
-def is_sglang_04(version: str) -> bool:
-    """Whether an SGLang version string is of the 0.4 line ("0.4.3.post2", "0.4.2.post4 (ROCm")."""
-    return version.strip().startswith(SGLANG_04)
+def runs_sglang_04(engine: str, version: str = "") -> bool:
+    """Whether `engine` of `version` is an SGLang 0.4 server: the era named
+    (`--engine sglang-2025h1`) or an SGLang release of the 0.4 line ("0.4.3.post2", "v0.4.1",
+    "0.4.2.post4 (ROCm 6.3)"), read as every release is (`EnginePreset.era_of`)."""
+    if engine_era(engine) is ERA_04:
+        return True
+    preset = engine_preset(engine)
+    return preset.name == "sglang" and preset.era_of(version) == SGLANG_04_ERA
 
 
 def sglang_04_scheduler(
