@@ -279,7 +279,8 @@ NOTES = "fitted by benchmarks/fit_profiles.py on shared/validation"
 # busy_power_fraction alone too: refitted together on the 274 H100 rows the pair slides along
 # the valley cost/energy.py describes, to r = 80 (64 pJ of on-chip energy per HBM byte, twice
 # the DRAM's own) with b = 0.28: H100 power 8.1 -> 7.5 % but energy per output token 10.1 ->
-# 11.2 % and B200's transferred energy 13.5 -> 13.6 %; r stays the earlier fit's (9.24).
+# 11.2 % and B200's transferred energy 13.5 -> 13.6 % (measured before gpt-oss's bf16 attention
+# was merged); r stays DEFAULT_POWER's value (9.24), the fit's start.
 POWER_PARAMETERS = {
     "vllm": ("power.busy_power_fraction",),
     "default": ("power.busy_power_fraction",),

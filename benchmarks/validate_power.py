@@ -16,7 +16,7 @@ energy −19 %, power +23 %, time −31 %).
 
 The same table by GPU count (`gpu_count`) shows how the power error moves with tensor
 parallelism (the all-reduce's SM share in cost.energy; ML.ENERGY v3 H100, median signed power
-error at 1/2/4/8 GPUs -1.0/+6.4/+11.1/+12.8 % before it, -1.6/+3.9/+10.0/+6.3 % with it).
+error at 1/2/4/8 GPUs -1.0/+6.4/+11.1/+12.8 % before it, -1.1/+3.9/+10.0/+6.3 % with it).
 """
 
 from __future__ import annotations

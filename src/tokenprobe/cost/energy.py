@@ -59,7 +59,7 @@ and never more than the power limit (min(TDP, cap)). The terms, each a mechanism
   catalog/energy.toml), σ = 36/132 on an H100 SXM, 36/148 on a B200 (1, the whole die, on a
   GPU without an SM count). This is why an H100's power over-prediction grew with TP: ML.ENERGY
   v3 H100, `vllm` profile, median signed power error at 1/2/4/8 GPUs -1.0/+6.4/+11.1/+12.8 %
-  before, -1.6/+3.9/+10.0/+6.3 % with it (b refitted 0.449 -> 0.443; energy per output token
+  before, -1.1/+3.9/+10.0/+6.3 % with it (b refitted 0.449 -> 0.443; energy per output token
   10.3 -> 10.1 %, B200's transferred 13.2 -> 13.5 %). What is left at 4 GPUs is mostly
   Llama-3.1/3.3-70B at batch 96-900, where the predicted steps are up to 42 % too slow (the
   time model) and so ask more tensor power than the 700 W limit gives.
