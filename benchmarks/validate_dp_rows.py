@@ -131,11 +131,15 @@ def steady_window(run: Run, max_num_seqs: int) -> dict[str, float] | None:
     tokens that arrive in it, its duration and the GPUs' energy over it (the run's power
     timeline clipped to it). None when the run is too short to have one."""
     records = [r for r in run.records if r.ok and r.first_token_s is not None]
-    end_index = len(records) - max_num_seqs - 1
+    # the tracker counts every request sent, failed ones too (they leave the running set)
+    end_index = len(run.records) - max_num_seqs - 1
     if max_num_seqs < 1 or end_index <= max_num_seqs:
         return None
+    finishes = sorted(r.finish_s for r in run.records if r.finish_s is not None)
+    if end_index > len(finishes):
+        return None
     start_s = sorted(r.first_token_s for r in records)[max_num_seqs - 1]  # type: ignore[type-var]
-    end_s = sorted(r.finish_s for r in records)[end_index - 1]  # type: ignore[type-var]
+    end_s = finishes[end_index - 1]
     if end_s is None or start_s is None or end_s <= start_s:
         return None
     tokens = sum(1 for r in records for t in r.token_times_s if start_s <= t < end_s)
