@@ -132,3 +132,18 @@ def test_cli_shows_the_groups_and_names_a_bad_combination() -> None:
     assert data["completed"] == 60 and data["dp_groups"]["groups"] == 2
     bad = runner.invoke(app, [*base, "--disaggregate", "1p1d"], env=env)
     assert bad.exit_code == 2 and "dp" in bad.output and "Traceback" not in bad.output
+
+
+def test_a_dp_fleet_frees_its_ranks_state_and_restores_the_collector() -> None:
+    """Like a replica fleet (cluster.fleet_parts), every rank drops its per-request state once
+    its records are built, and the garbage collector, off for the run, is on again after it."""
+    import gc
+
+    workload = build_workload(input_tokens=256, output_tokens=16, rate_per_s=40, num_requests=60)
+    assert gc.isenabled()
+    result = _fleet(workload, 2, seed=2)
+    assert gc.isenabled()
+    ranks = result.fleet.replicas
+    assert len(ranks) == 4 and sum(len(part.records) for part in ranks) == 60
+    assert all(part.engine.seqs == [] for part in ranks)
+    assert sorted({r.extra["replica"] for r in result.records}) == [0.0, 1.0, 2.0, 3.0]

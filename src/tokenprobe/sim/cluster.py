@@ -377,15 +377,17 @@ def fleet_parts(
     meta: dict[str, Any] | None,
     slo_ttft_s: float | None,
     slo_tpot_s: float | None,
+    offset: int = 0,
 ) -> list[SimResult]:
-    """Every replica's result, each tracing `trace_requests` (at least one). Once a replica's
-    records are built its per-request state is dropped (the engine's Seqs and specs: 0.4 GB
-    of a 10^6-request fleet): nothing reads it after the records."""
+    """Every replica's result, each tracing `trace_requests` (at least one), numbered `offset`,
+    `offset` + 1, ... (`extra["replica"]`: a DP fleet numbers its ranks across groups). Once a
+    replica's records are built its per-request state is dropped (the engine's Seqs and specs:
+    0.4 GB of a 10^6-request fleet): nothing reads it after the records."""
     parts = []
     for index, (engine, pool) in enumerate(zip(engines, pools, strict=True)):
         result = engine.finish()
         records = build_records(result, max(1, trace_requests), pool.prefix_caching)
-        replica = float(index)  # one float object for all its records (10^6 in a fleet)
+        replica = float(offset + index)  # one float object for all its records (10^6 a fleet)
         for record in records:
             record.extra["replica"] = replica
         result.seqs, engine.seqs, engine.requests = [], [], []

@@ -48,12 +48,12 @@ from tokenprobe.cost import (
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import Run, write_run
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
-from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
+from tokenprobe.sim.cluster import ClusterResult, Router, fleet_parts, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
 from tokenprobe.sim.engines import engine_era, engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.kv import BlockPool
-from tokenprobe.sim.result import SimResult, build_records
+from tokenprobe.sim.result import SimResult
 from tokenprobe.sim.stepcache import DecodeMemo
 from tokenprobe.workload import Workload
 
@@ -272,18 +272,10 @@ def rank_results(
     offset: int = 0,
 ) -> list[SimResult]:
     """Each rank run to its end, its records (`per_rank` of them traced) numbered as members
-    `offset`, `offset` + 1, ... of the fleet (`extra["replica"]`)."""
-    parts = []
-    for index, (engine, pool) in enumerate(opened):
-        result = engine.finish()
-        records = build_records(result, per_rank, pool.prefix_caching)
-        for record in records:
-            record.extra["replica"] = float(offset + index)
-        parts.append(
-            SimResult(dict(meta or {}), result, pool, engine.sched.preemptions, records,
-                      slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
-        )  # fmt: skip
-    return parts
+    `offset`, `offset` + 1, ... of the fleet (`extra["replica"]`): the fleet's own
+    `fleet_parts`, which drops each rank's per-request state once its records are built."""
+    engines, pools = [e for e, _ in opened], [p for _, p in opened]
+    return fleet_parts(engines, pools, per_rank, meta, slo_ttft_s, slo_tpot_s, offset)
 
 
 def _gang_loop(

@@ -43,7 +43,7 @@ from tokenprobe.sim.dpep import (
     rank_results,
     unpriced,
 )
-from tokenprobe.sim.engine import Engine, StepFn
+from tokenprobe.sim.engine import Engine, StepFn, gc_paused
 from tokenprobe.sim.engines import engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult
@@ -137,6 +137,9 @@ class DpFleetResult:
         return write_run(self.run(), directory, summary=self.to_dict())
 
 
+# the collector off for the whole fleet, as run_cluster: its per-request state is made and freed
+# inside, so no collection walks it (engine.gc_paused)
+@gc_paused()
 def run_dpep_fleet(
     workload: Workload,
     step_fn: StepFn,
