@@ -72,12 +72,14 @@ class Group:
     busy_s: float = 0.0
     shared_s: float = 0.0
     steps: int = 0
+    sent: int = 0  # requests the fleet router sent it
 
     @property
     def outstanding(self) -> int:
         return sum(e.outstanding for e in self.engines)
 
     def submit(self, spec: RequestSpec) -> None:
+        self.sent += 1
         loads = [e.outstanding for e in self.engines]
         self.engines[self.router.pick(spec, loads)].submit(spec)
         if not self.stepping:  # an idle group decides at the arrival (or its next event)
@@ -218,25 +220,11 @@ def _fleet_loop(
     """Step every group until every request is done (module docstring); returns the requests
     each group was sent."""
     engines = [e for group in fleet for e in group.engines]
-    sent = [0] * len(fleet)
-
-    def route(until_s: float) -> None:  # the requests due at or before until_s
-        while feed.next_s <= until_s:
-            t = feed.next_s
-            spec = feed.requests[feed.i]
-            if feed.concurrency:
-                feed.release_s.popleft()
-                spec = spec._replace(arrival_s=t)
-            feed.i += 1
-            g = router.pick(spec, [group.outstanding for group in fleet])
-            sent[g] += 1
-            fleet[g].submit(spec)
-
     while True:
         now = min(feed.next_s, min(group.decide_s for group in fleet))
         if now == math.inf:
-            return sent
-        route(now)
+            return [group.sent for group in fleet]
+        feed.route(fleet, router, now, inclusive=True)
         deciding = [group for group in fleet if group.decide_s <= now]
         for group in deciding:
             group.stepping = False

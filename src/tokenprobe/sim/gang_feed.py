@@ -19,13 +19,23 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.cluster import Router, fleet_requests
 from tokenprobe.sim.engine import Engine
-from tokenprobe.workload import Workload
+from tokenprobe.workload import RequestSpec, Workload
+
+
+class Member(Protocol):
+    """What the feed routes to: a rank (an Engine) or a DP group of ranks (sim/dpep_fleet.py)."""
+
+    @property
+    def outstanding(self) -> int: ...
+
+    def submit(self, spec: RequestSpec) -> None: ...
 
 
 class GangFeed:
@@ -56,10 +66,10 @@ class GangFeed:
         return self.release_s[0] if self.release_s else math.inf
 
     def route(
-        self, engines: Sequence[Engine], router: Router, until_s: float, *, inclusive: bool
+        self, members: Sequence[Member], router: Router, until_s: float, *, inclusive: bool
     ) -> None:
-        """Send the requests due before `until_s` (or at it, `inclusive`), each to the rank the
-        router picks from the ranks' outstanding requests."""
+        """Send the requests due before `until_s` (or at it, `inclusive`), each to the member (a
+        rank, or a DP group) the router picks from the members' outstanding requests."""
         while True:
             t = self.next_s
             if not (t < until_s or (inclusive and t == until_s)):
@@ -69,7 +79,7 @@ class GangFeed:
                 self.release_s.popleft()
                 spec = spec._replace(arrival_s=t)
             self.i += 1
-            engines[router.pick(spec, [e.outstanding for e in engines])].submit(spec)
+            members[router.pick(spec, [m.outstanding for m in members])].submit(spec)
 
     def finished(self, engines: Sequence[Engine], at_s: float) -> None:
         """Closed loop: each request the ranks finished since the last call releases the next

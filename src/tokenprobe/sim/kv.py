@@ -206,11 +206,9 @@ class BlockPool:
 
         The caller then computes only the tokens after them and owns none of these blocks.
         """
-        if not self.prefix_caching or blocks == 0:
+        if self.cached_prefix_blocks(group, blocks) == 0:  # a shorter prompt: not the same
             return 0
-        entry = self._prefixes.get(group)
-        if entry is None or entry.blocks != blocks:  # a shorter prompt: not the same blocks
-            return 0
+        entry = self._prefixes[group]
         if entry.refs == 0:  # cached but unused: its blocks leave the free queue again
             self._pop_run((GROUP, group))
             self.used_blocks += entry.blocks
