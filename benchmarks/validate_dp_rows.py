@@ -65,7 +65,7 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
 )
 from tokenprobe.calibrate.serving import serving_rows
-from tokenprobe.cost import Deployment, EpComm, gpu_generation
+from tokenprobe.cost import VLLM_ALL2ALL_BACKENDS, Deployment, EpComm, gpu_generation
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text
 from tokenprobe.records import Run
@@ -140,7 +140,7 @@ def steady_window(run: Run, max_num_seqs: int) -> dict[str, float] | None:
         return None
     start_s = sorted(r.first_token_s for r in records)[max_num_seqs - 1]  # type: ignore[type-var]
     end_s = finishes[end_index - 1]
-    if end_s is None or start_s is None or end_s <= start_s:
+    if end_s <= start_s:
         return None
     tokens = sum(1 for r in records for t in r.token_times_s if start_s <= t < end_s)
     t = np.array([p.t_s for p in run.timeline] + [max(end_s, run.timeline[-1].t_s)])
@@ -226,7 +226,7 @@ def gpustack_row(row: Mapping[str, str]) -> DpRow:
 # gathered to every EP GPU; ML.ENERGY's launch sets no back end (github:ml-energy/benchmark@
 # c1d6557:configs/vllm/sourcegraph-fim/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/B200/
 # monolithic.env.yaml holds logging variables only, monolithic.config.yaml no --all2all-backend)
-VLLM_011_EP_COMM = EpComm("allgather")
+VLLM_011_EP_COMM = EpComm(*VLLM_ALL2ALL_BACKENDS["allgather_reducescatter"])
 MLENERGY, GPUSTACK = "mlenergy_v3_b200 (dp)", "gpustack_sglang (dp)"
 SOURCES: dict[str, tuple[str, Callable[[Mapping[str, str]], DpRow]]] = {
     "mlenergy_leaderboard_v3_b200.csv": (MLENERGY, mlenergy_row),

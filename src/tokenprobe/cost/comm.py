@@ -111,8 +111,7 @@ def allreduce_time_s(dep: Deployment, n_bytes: Any, n_gpus: int | None = None) -
     if 1 < n <= dep.domain_gpus:  # the simulator's per-step path: the ring alone, inline
         link = dep.gpu.link
         rate = link.bytes_per_s * dep.efficiency.link * link.collective_factor
-        fixed = link.latency_s + dep.efficiency.allreduce_extra_latency_s
-        return fixed + 2 * (n - 1) / n * n_bytes / rate
+        return _allreduce_fixed_s(dep) + 2 * (n - 1) / n * n_bytes / rate
     intra, inter = allreduce_parts_s(dep, n_bytes, n_gpus)
     return intra + inter
 

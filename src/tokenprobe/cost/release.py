@@ -35,4 +35,4 @@ def engine_release(version: str) -> tuple[int, int, int] | None:
 def is_release(text: str) -> bool:
     """Whether `text` is one release string alone (what `--engine-version` accepts): the forms
     above without a note after them."""
-    return _STRICT.fullmatch(text.strip()) is not None and engine_release(text) is not None
+    return _STRICT.fullmatch(text.strip()) is not None  # so engine_release reads it too

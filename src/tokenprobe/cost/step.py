@@ -189,6 +189,7 @@ class StepConstants:
     cap_w: float  # power_cap_w
     capped: bool  # cap below the TDP: the step may run at a lower clock
     no_comm: bool  # no all-reduce, EP exchange, pipeline send or offload: comm and link bytes 0
+    offload_s: float  # a step's streamed-weight seconds (stepcomm.offload_step_s), inside comm_s
     figures: EnergyFigures
     die_dynamic_w: float
     dequant_ops_per_element: float  # CUDA-core ops per expert weight element read (dequant_ops)
@@ -217,6 +218,7 @@ def _constants(dep: Deployment) -> StepConstants:
         cap_w=cap_w,
         capped=cap_w < dep.gpu.tdp_w,
         no_comm=not (allreduces or a2a_count or dep.pp > 1 or dep.cpu_offload_bytes > 0),
+        offload_s=offload_step_s(dep),
         figures=figures,
         die_dynamic_w=figures.die_dynamic_w(dep.gpu),
         dequant_ops_per_element=_dequant_ops_per_element(dep, figures),
@@ -388,7 +390,7 @@ def _power_w(
         issue_s,
         # exposed communication: only the all-reduce kernels' SMs stay clocked; streamed
         # weights (offload) stall GEMMs on every SM, so that part stays whole-die
-        max(0.0, comm_s - offload_step_s(dep)) if dep.cpu_offload_bytes > 0 else comm_s,
+        max(0.0, comm_s - k.offload_s),
     )
     return dep.power.power_w(work, k.figures, clock_fraction)
 

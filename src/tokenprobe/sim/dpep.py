@@ -244,7 +244,7 @@ def run_dpep(
     pricer = GangPricer(dep, step_fn, padded)
     stats = [RankStats() for _ in range(ranks)]
     busy_s, shared_s, steps = _gang_loop(feed, engines, Router(router, ranks), pricer, stats)
-    per_rank = max(1, -(-trace_requests // ranks))
+    per_rank = -(-trace_requests // ranks)  # fleet_parts traces at least one
     parts = rank_results(opened, per_rank, meta, slo_ttft_s, slo_tpot_s)
     config_doc = {
         **(meta or {}),
@@ -278,6 +278,32 @@ def rank_results(
     return fleet_parts(engines, pools, per_rank, meta, slo_ttft_s, slo_tpot_s, offset)
 
 
+def start_gang_step(
+    engines: list[Engine],
+    plans: list[StepPlan | None],
+    stats: list[RankStats],
+    pricer: GangPricer,
+    now: float,
+) -> tuple[float, float]:
+    """Price the ranks' `plans` as one gang step starting at `now` (a rank without work runs
+    the dummy pass and holds until the step ends), start it on every rank and book each rank's
+    own work and waiting; returns the step's seconds and its seconds in the shared MoE layers."""
+    priced = [DUMMY_PLAN if p is None else p for p in plans]
+    time_s, energy_j, work, shared = pricer.price(priced)
+    end = now + time_s
+    share_j = energy_j / len(engines)
+    for engine, plan, own, st in zip(engines, plans, work, stats, strict=True):
+        st.work_s += own
+        st.wait_s += max(0.0, time_s - own - shared)
+        if plan is None:
+            st.dummy_steps += 1
+            st.dummy_s += time_s
+            engine.hold(end, share_j / time_s)
+        else:
+            engine.start_planned(plan, time_s, share_j)
+    return time_s, shared
+
+
 def _gang_loop(
     feed: GangFeed,
     engines: list[Engine],
@@ -304,19 +330,8 @@ def _gang_loop(
                 return busy_s, shared_total, steps
             clock = later
             continue
-        priced = [DUMMY_PLAN if p is None else p for p in plans]
-        time_s, energy_j, work, shared = pricer.price(priced)
+        time_s, shared = start_gang_step(engines, plans, stats, pricer, clock)
         end = clock + time_s
-        share_j = energy_j / len(engines)
-        for engine, plan, own, st in zip(engines, plans, work, stats, strict=True):
-            st.work_s += own
-            st.wait_s += max(0.0, time_s - own - shared)
-            if plan is None:
-                st.dummy_steps += 1
-                st.dummy_s += time_s
-                engine.hold(end, share_j / time_s)
-            else:
-                engine.start_planned(plan, time_s, share_j)
         # arrivals during the step: the loads change only at its end
         feed.route(engines, router, end, inclusive=False)
         for engine in engines:

@@ -33,14 +33,14 @@ from tokenprobe.cost import Deployment, idle_power_w, state_blocks_per_seq
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import Run, write_run
 from tokenprobe.sim.base import SchedulerConfig
-from tokenprobe.sim.cluster import ClusterResult, Router, open_engines
+from tokenprobe.sim.cluster import MAX_REPLICAS, ClusterResult, Router, open_engines
 from tokenprobe.sim.dpep import (
-    DUMMY_PLAN,
     DpEpResult,
     GangPricer,
     RankStats,
     check_ranks,
     rank_results,
+    start_gang_step,
     unpriced,
 )
 from tokenprobe.sim.engine import Engine, StepFn, gc_paused
@@ -49,7 +49,6 @@ from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import RequestSpec, Workload
 
-MAX_GROUPS = 4096
 # The rank dispatch inside a group, by engine (module docstring); others least-loaded.
 RANK_ROUTERS = {"sglang": "round-robin"}  # by preset: SGLang's eras dispatch as SGLang
 
@@ -67,7 +66,8 @@ class Group:
     engines: list[Engine]
     router: Router
     stats: list[RankStats]
-    decide_s: float = 0.0  # its step in flight ends then, or (idle) its next event
+    # its step in flight ends then, or (idle) its next event; idle and empty until a request
+    decide_s: float = math.inf
     stepping: bool = False
     busy_s: float = 0.0
     shared_s: float = 0.0
@@ -165,8 +165,8 @@ def run_dpep_fleet(
     """`groups` replicas of `dep`, each `ranks` attention ranks stepping together (module
     docstring); `capacity_blocks` is one group's KV pool, split over its ranks."""
     check_ranks(dep, ranks)
-    if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= MAX_GROUPS:
-        raise ConfigError("replicas", groups, f"an integer in [1, {MAX_GROUPS}]")
+    if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= MAX_REPLICAS:
+        raise ConfigError("replicas", groups, f"an integer in [1, {MAX_REPLICAS}]")
     per_rank_blocks = capacity_blocks // ranks
     if per_rank_blocks < 1:
         raise ConfigError("dp", ranks, f"ranks that each hold a KV block ({capacity_blocks})")
@@ -180,8 +180,6 @@ def run_dpep_fleet(
         Group([e for e, _ in members], Router(rank_router, ranks), [RankStats() for _ in members])
         for members in opened
     ]
-    for group in fleet:
-        group.decide_s = math.inf  # idle and empty until a request reaches it
     pricer = GangPricer(dep, step_fn, padded)
     loads = _fleet_loop(GangFeed(workload, seed), fleet, Router(router, groups), pricer)
     config_doc = {
@@ -199,7 +197,7 @@ def run_dpep_fleet(
         "idle_power_w": idle_w * ranks,
         "frontend_s": frontend_s,
     }
-    per_rank = max(1, -(-trace_requests // (groups * ranks)))
+    per_rank = -(-trace_requests // (groups * ranks))  # fleet_parts traces at least one
     parts: list[SimResult] = []
     results = []
     for g, (members, group) in enumerate(zip(opened, fleet, strict=True)):
@@ -244,20 +242,8 @@ def _step(group: Group, pricer: GangPricer, now: float) -> None:
     if all(p is None for p in plans):
         group.decide_s = min(e.next_event_s() for e in group.engines)
         return
-    priced = [DUMMY_PLAN if p is None else p for p in plans]
-    time_s, energy_j, work, shared = pricer.price(priced)
-    end = now + time_s
-    share_j = energy_j / len(group.engines)
-    for engine, plan, own, st in zip(group.engines, plans, work, group.stats, strict=True):
-        st.work_s += own
-        st.wait_s += max(0.0, time_s - own - shared)
-        if plan is None:
-            st.dummy_steps += 1
-            st.dummy_s += time_s
-            engine.hold(end, share_j / time_s)
-        else:
-            engine.start_planned(plan, time_s, share_j)
-    group.decide_s, group.stepping = end, True
+    time_s, shared = start_gang_step(group.engines, plans, group.stats, pricer, now)
+    group.decide_s, group.stepping = now + time_s, True
     group.busy_s += time_s
     group.shared_s += shared
     group.steps += 1
