@@ -53,6 +53,7 @@ from tokenprobe.calibrate.observations import (
     run_key,
 )
 from tokenprobe.calibrate.serving import serving_rows
+from tokenprobe.calibrate.tokenpowerbench import tokenpowerbench_rows
 from tokenprobe.cost import (
     BatchShape,
     Deployment,
@@ -341,6 +342,8 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "vllm_issue_12568": serving_rows,
     "amd_rocm_vllm_mi300x": _amd_rocm,
     "oci_mi300x_vllm": _amd_rocm,
+    # a second energy-per-token source: TokenPowerBench on GH200 (calibrate/tokenpowerbench.py)
+    "tokenpowerbench": tokenpowerbench_rows,
 }
 """source_id prefix -> mapper. A new source is one entry here."""
 
