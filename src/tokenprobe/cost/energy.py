@@ -7,7 +7,16 @@ Board power over a step of length t on one GPU, running at a fraction f of its f
                       + (1 − b)·e_op(gen)·ops )
             + e_dram(mem)·bytes_hbm + e_link(kind)·bytes_link ] / t
 
-and never more than the power limit (min(TDP, cap)). The terms, each a mechanism:
+and never more than the power limit (min(TDP, cap)), nor, on a board that runs another board's
+die at that board's clocks (catalog/energy.toml `die_power_of`: GH200 runs H100 SXM's GH100 at
+its clocks, the same datasheet peaks, under a 900 W limit), more than idle + that board's TDP −
+idle (`EnergyFigures.die_limit_w`; × f^n at clock fraction f). The efficiencies are H100's,
+fitted where its 700 W limit holds large GEMMs; the same kernels at the same speed on the same
+die draw what they draw there, not the 900 W a higher limit would allow. TokenPowerBench on a
+GH200 144GB (vLLM 0.10.1, Qwen2.5-7B, 30,035-token prompts at ~62 % of the dense peak, batch 1):
+the highest NVML reading of the run is 679.6 W (a ~1 s average over a ~1 s prefill), where the
+900 W ceiling had the prefill at 879 W; whole-run energy per output token +23.8 -> +12.2 %,
+power +27.3 -> +15.3 % (benchmarks/data README section 13). The terms, each a mechanism:
 - P_idle: the board with a CUDA context and a model loaded, no kernel running (gpus.toml), at the
   die's temperature when it is known (leakage rises with it at the same clock: cost/thermal.py).
 - e_flop·FLOP_tc: tensor-core work, J per FLOP by dtype and GPU generation (catalog/energy.toml:
@@ -180,7 +189,10 @@ class PowerModel:
         issue = min(busy, work.issue_s / work.time_s)  # instruction-bound kernel time
         die_w = work.die_dynamic_w * f**self.dvfs_exponent
         idle_w = idle_power_at_w(work.idle_w, work.temp_c)  # leakage at the die's temperature
-        return float(idle_w + b * die_w * busy + (1.0 - b) * die_w * issue + work_j / work.time_s)
+        dynamic_w = b * die_w * busy + (1.0 - b) * die_w * issue + work_j / work.time_s
+        if figures.die_limit_w is not None:  # another board's die at its clocks (docstring)
+            dynamic_w = min(dynamic_w, figures.die_limit_w * f**self.dvfs_exponent)
+        return float(idle_w + dynamic_w)
 
     def clock_fraction(self, idle_w: float, wanted_w: float, cap_w: float) -> float:
         """Fraction of full clock at which work asking `wanted_w` fits under `cap_w`."""

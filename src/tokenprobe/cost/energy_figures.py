@@ -13,6 +13,11 @@ A catalog GPU with an `sm_count` also has the share of its SMs that the engines'
 all-reduce kernels occupy (`comm_sm_share`, catalog/energy.toml: 36 blocks, one an SM, in vLLM's
 custom all-reduce): the rest of the die is clock-gated while a step waits on that exchange.
 
+A catalog GPU with `die_power_of` runs another catalog GPU's die at that GPU's clocks (the same
+datasheet peaks) under a higher board limit (GH200's 900 W over H100 SXM's 700 W): its dynamic
+power is at most that GPU's TDP − idle (`die_limit_w`), which the power model takes as the
+ceiling rather than the board's limit (cost/energy.py; catalog/energy.toml says why).
+
 A GPU the catalog does not map (a user's `--gpu my.toml`) gets the same derivation the catalog's
 tensor figures come from, applied to its own spec: e_flop = (TDP − idle) / (U_GEMM × dense peak)
 per dtype it has; its DRAM is taken as HBM3 and its link by its kind. The figure is then as good
@@ -29,7 +34,7 @@ from typing import Any
 
 from tokenprobe.errors import SchemaError
 from tokenprobe.files import parse_toml
-from tokenprobe.hardware import GpuSpec
+from tokenprobe.hardware import GpuSpec, get_gpu
 from tokenprobe.precision import get_dtype
 from tokenprobe.units import BITS_PER_BYTE, PICO
 
@@ -54,6 +59,9 @@ class EnergyFigures:
     dequant_ops_per_element: Mapping[str, float] = field(default_factory=dict)
     # share of the SMs the TP all-reduce kernels run on (1: unknown, the whole die counted busy)
     comm_sm_share: float = 1.0
+    # dynamic power the die draws at most, W: the TDP − idle of the board whose die and clocks
+    # it runs (energy.toml `die_power_of`); None: the board's own power limit is the ceiling
+    die_limit_w: float | None = None
 
     def flop_j(self, dtype: str) -> float:
         """J per FLOP in `dtype` (a name or alias); a dtype without a figure costs what the
@@ -147,6 +155,11 @@ def _check(doc: dict[str, Any]) -> dict[str, Any]:
                 raise _fail(f"gpu.{name}", f"{key}={entry.get(key)!r} is not a [{section}] table")
         if "sm_count" in entry:
             _positive(entry, "sm_count", f"gpu.{name}")
+        donor = entry.get("die_power_of")
+        if donor is not None and (
+            donor not in doc["gpu"] or doc["gpu"][donor]["generation"] != entry["generation"]
+        ):
+            raise _fail(f"gpu.{name}", f"die_power_of={donor!r}: not a [gpu] of its generation")
     return doc
 
 
@@ -167,7 +180,7 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
     """The energy figures of `gpu`: its generation's, or derived from its spec (module doc)."""
     doc = _catalog()
     entry = doc["gpu"].get(gpu.name)
-    op_j, dequant, comm_share = 0.0, {}, 1.0
+    op_j, dequant, comm_share, die_limit_w = 0.0, {}, 1.0, None
     if entry is None:
         tensor = _derived_tensor_j(gpu)
         memory, generation = DEFAULT_MEMORY, "derived"
@@ -182,10 +195,13 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
         if "sm_count" in entry:
             comm_share = min(1.0, ALLREDUCE_BLOCKS / float(entry["sm_count"]))
         source = f"catalog/{CATALOG}: generation {generation}, memory {memory}"
+        if "die_power_of" in entry:  # the board runs that GPU's die at its clocks (energy.toml)
+            donor = get_gpu(str(entry["die_power_of"]))
+            die_limit_w = donor.tdp_w - donor.idle_w
     dram = float(doc["memory"][memory]["dram_pj_per_bit"]) * PICO * BITS_PER_BYTE
     link_j = _link_j(doc, gpu.link.kind)
     return EnergyFigures(
-        generation, memory, tensor, dram, link_j, source, op_j, dequant, comm_share
+        generation, memory, tensor, dram, link_j, source, op_j, dequant, comm_share, die_limit_w
     )
 
 
