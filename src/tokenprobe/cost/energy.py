@@ -13,7 +13,7 @@ its clocks, the same datasheet peaks, under a 900 W limit), more than idle + tha
 idle (`EnergyFigures.die_limit_w`; × f^n at clock fraction f). The efficiencies are H100's,
 fitted where its 700 W limit holds large GEMMs; the same kernels at the same speed on the same
 die draw what they draw there, not the 900 W a higher limit would allow. TokenPowerBench on a
-GH200 144GB (vLLM 0.10.1, Qwen2.5-7B, 30,035-token prompts at ~62 % of the dense peak, batch 1):
+GH200 144GB (vLLM 0.10.1, Qwen2.5-7B, 30,035-token prompts at ~56 % of the dense peak, batch 1):
 the highest NVML reading of the run is 679.6 W (a ~1 s average over a ~1 s prefill), where the
 900 W ceiling had the prefill at 879 W; whole-run energy per output token +23.8 -> +12.2 %,
 power +27.3 -> +15.3 % (benchmarks/data README section 13). The terms, each a mechanism:
