@@ -287,8 +287,9 @@ POWER_PARAMETERS = {
 }
 TIME_PARAMETERS = tuple(p for p in DEFAULT_PARAMETERS if not p.startswith(POWER_PREFIX))
 POWER_FIT_GPUS = ("h100-sxm",)  # the power model is fitted on H100 rows only (issue 18)
-# other GPUs' energy tables: kept out of every fit, the power model's transfer check
-TRANSFER_SOURCES = ("mlenergy_v3_b200",)
+# other GPUs' energy tables: kept out of every fit, the power model's transfer check (B200;
+# TokenPowerBench's GH200 run, calibrate/tokenpowerbench.py)
+TRANSFER_SOURCES = ("mlenergy_v3_b200", "tokenpowerbench_gh200")
 ENERGY_METRICS = POWER_METRICS | {"energy_per_output_token"}
 
 
