@@ -301,7 +301,13 @@ def _power_errors(name: str, rows: list[Row], before: Params, after: Params) -> 
 
 def _power_rows(rows: list[Row], profile: Profile) -> tuple[list[Row], list[Row]]:
     """The profile's rows with power or energy measured: (on the power fit's GPUs, the rest)."""
-    mine = [r for r in rows if r.engine == profile.name and set(r.measured) & ENERGY_METRICS]
+    mine = [
+        r
+        for r in rows
+        if r.engine == profile.name
+        and set(r.measured) & ENERGY_METRICS
+        and r.source not in TRANSFER_SOURCES  # validate.py's energy-by-GPU check, not a record
+    ]
     fitted = [r for r in mine if r.deployment.gpu.name in POWER_FIT_GPUS]
     return fitted, [r for r in mine if r.deployment.gpu.name not in POWER_FIT_GPUS]
 
