@@ -47,6 +47,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.report import memory_rows
+from tokenprobe.sim import engine_ep_comm
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = (
@@ -116,7 +117,7 @@ def estimate_cmd(
         bool,
         typer.Option(help="With --expert-parallel: attention data-parallel (vLLM DP + EP)"),
     ] = False,
-    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    moe_a2a_backend: A2aBackendOption = "",
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
@@ -209,7 +210,12 @@ def estimate_cmd(
             expert_parallel=expert_parallel,
             attention_dp=attention_dp,
             ep_comm=ep_comm_option(
-                moe_a2a_backend, deepep_mode, two_batch_overlap, ep_redundant_experts, enable_eplb
+                moe_a2a_backend,
+                deepep_mode,
+                two_batch_overlap,
+                ep_redundant_experts,
+                enable_eplb,
+                engine_ep_comm(p.engine if p is not None else None),  # the profile's engine's
             ),
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,

@@ -81,6 +81,7 @@ from tokenprobe.sim import (
     SchedulerConfig,
     SimResult,
     build_workload,
+    engine_ep_comm,
     get_scenario,
     simulate,
     simulate_fleet,
@@ -227,7 +228,7 @@ def simulate_cmd(
     decode_tp: DecodeTpOption = None,
     dp: DpOption = 1,
     enable_expert_parallel: EnableEpOption = False,
-    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    moe_a2a_backend: A2aBackendOption = "",
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
@@ -348,7 +349,8 @@ def simulate_cmd(
             efficiency=p.efficiency if p else None, power=p.power if p else None,
             nodes=nodes, gpus_per_node=gpus_per_node, **layout,
             ep_comm=ep_comm_option(moe_a2a_backend, deepep_mode, two_batch_overlap,
-                                   ep_redundant_experts, enable_eplb),
+                                   ep_redundant_experts, enable_eplb,
+                                   engine_ep_comm(engine or DEFAULT_ENGINE, engine_version)),
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(server_defaults(engine or DEFAULT_ENGINE, dep, engine_version)),

@@ -45,8 +45,11 @@ from tokenprobe.sim.engines import (
     TRTLLM_SERVE,
     EnginePreset,
     engine_defaults,
+    engine_ep_comm,
     engine_era,
     engine_preset,
+    pads_ranks,
+    rank_router_for,
 )
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.pd_handoff import NUM_RESERVED_DECODE_TOKENS, PD_HANDOFFS
@@ -101,13 +104,16 @@ __all__ = [
     "capacity_blocks",
     "deployment_config",
     "engine_defaults",
+    "engine_ep_comm",
     "engine_era",
     "engine_preset",
     "get_scenario",
     "is_vllm_era",
     "max_rate_per_s",
     "meets_slos",
+    "pads_ranks",
     "price_deployment",
+    "rank_router_for",
     "run_workload",
     "runs_sglang_04",
     "runs_v0",
