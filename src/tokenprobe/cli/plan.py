@@ -30,6 +30,7 @@ from tokenprobe.plan import (
     plan,
     spec_modes,
 )
+from tokenprobe.sim import is_engine
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 
@@ -206,7 +207,8 @@ def plan_cmd(
         if profile is None:
             return req
         p = load_profile(profile)
-        return replace(req, efficiency=p.efficiency, power=p.power)
+        engine = p.engine if is_engine(p.engine) else req.engine  # its DP ranks' rules
+        return replace(req, efficiency=p.efficiency, power=p.power, engine=engine)
 
     req = guarded(build)
     total = len(deployment_groups(req.candidates))

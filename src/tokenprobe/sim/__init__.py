@@ -48,6 +48,7 @@ from tokenprobe.sim.engines import (
     engine_ep_comm,
     engine_era,
     engine_preset,
+    is_engine,
     pads_ranks,
     rank_router_for,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "engine_era",
     "engine_preset",
     "get_scenario",
+    "is_engine",
     "is_vllm_era",
     "max_rate_per_s",
     "meets_slos",
