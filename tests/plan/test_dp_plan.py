@@ -3,6 +3,8 @@ with the ranks stepping together (sim/dpep.py), with the EP back end searched be
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -105,3 +107,16 @@ def test_a_fleet_of_dp_groups_is_simulated_as_groups() -> None:
     assert o.tpot_p90_s == d["tpot_s"]["p90"] and o.ttft_p90_s == d["ttft_s"]["p90"]
     assert o.imbalance == d["dp_groups"]["requests_max_over_mean"]
     assert o.output_tokens_per_s_per_gpu == pytest.approx(d["output_tokens_per_s"] / 4)
+
+
+def test_plan_searches_the_engines_exchange_unless_told() -> None:
+    """Without --moe-a2a-backend a DP candidate runs the plan's engine's exchange (vLLM's
+    allgather, sim.engine_ep_comm); named, the named one."""
+    base = ["plan", "--model", MODEL, "--gpu", GPU, "--rate", "1", "--slo-tpot-s", "0.05",
+            "--tp", "1", "--dp", "2", "--input-tokens", "256", "--output-tokens", "16",
+            "--num-requests", "20", "--workers", "1", "--json"]  # fmt: skip
+    for flags, backend in (([], "allgather"), (["--moe-a2a-backend", "all-to-all"], "all-to-all")):
+        result = CliRunner().invoke(app, [*base, *flags], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["feasible"] and data["best"]["ep_backend"] == backend, data["best"]
