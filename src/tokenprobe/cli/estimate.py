@@ -215,7 +215,8 @@ def estimate_cmd(
                 two_batch_overlap,
                 ep_redundant_experts,
                 enable_eplb,
-                engine_ep_comm(p.engine if p is not None else None),  # the profile's engine's
+                # under attention DP (the only layout with an exchange), the profile's engine's
+                engine_ep_comm(p.engine if p is not None and attention_dp else None),
             ),
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,

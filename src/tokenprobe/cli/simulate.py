@@ -62,7 +62,7 @@ from tokenprobe.cli.spec_options import (
     SpecDecodeOption,
     spec_of,
 )
-from tokenprobe.cost import dp_layout, make_deployment
+from tokenprobe.cost import DEFAULT_EP_COMM, EpComm, dp_layout, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.records import prepare_run_folder
@@ -350,7 +350,7 @@ def simulate_cmd(
             nodes=nodes, gpus_per_node=gpus_per_node, **layout,
             ep_comm=ep_comm_option(moe_a2a_backend, deepep_mode, two_batch_overlap,
                                    ep_redundant_experts, enable_eplb,
-                                   engine_ep_comm(engine or DEFAULT_ENGINE, engine_version)),
+                                   _engine_exchange(dp, engine, engine_version)),
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(server_defaults(engine or DEFAULT_ENGINE, dep, engine_version)),
@@ -415,6 +415,15 @@ def simulate_cmd(
     render_simulation(data)
     if out is not None:
         prose(f"run folder written to {out}", markup=False)
+
+
+def _engine_exchange(dp: int, engine: str | None, engine_version: str | None) -> EpComm:
+    """The MoE exchange without a back-end flag: the engine's under attention DP (`--dp` > 1,
+    the only layout with one: cost/epexchange.py), else the plain default the API's
+    deployments hold, so a run's config is the API's."""
+    if dp <= 1:
+        return DEFAULT_EP_COMM
+    return engine_ep_comm(engine or DEFAULT_ENGINE, engine_version)
 
 
 def _no_spec_here(spec_decode: str | None) -> None:
