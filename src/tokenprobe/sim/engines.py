@@ -67,7 +67,9 @@ class Era:
 
 def plain_exchange(_version: str) -> EpComm:
     """An engine's exchange when it has no back end of its own by release: the plain
-    all-to-all (SGLang's `--moe-a2a-backend none`, TensorRT-LLM's; cost/epcomm.py)."""
+    all-to-all (cost/epcomm.py), as SGLang's default path is priced (`moe_a2a_backend: ... =
+    "none"` in sgl-project/sglang python/sglang/srt/server_args.py ServerArgs, 0.5.x) and
+    TensorRT-LLM's."""
     return DEFAULT_EP_COMM
 
 
