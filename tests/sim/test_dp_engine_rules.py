@@ -6,6 +6,7 @@ take the engine's, and a DP fleet's groups report rates that add up to the fleet
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -96,7 +97,7 @@ def test_estimate_prices_the_engines_exchange_without_a_flag() -> None:
     assert _decode_alltoall_bytes(named) == pytest.approx(8192)  # the flag wins
 
 
-def _simulated_backend(flags: list[str]) -> str:
+def _simulated(flags: list[str]) -> dict[str, Any]:
     out = runner.invoke(
         app,
         ["simulate", "--model", MODEL, "--gpu", GPU, "--input-tokens", "128", "--output-tokens",
@@ -105,14 +106,22 @@ def _simulated_backend(flags: list[str]) -> str:
         env=ENV,
     )  # fmt: skip
     assert out.exit_code == 0, out.output
-    return str(json.loads(out.output)["data_parallel"]["ep_backend"])
+    data: dict[str, Any] = json.loads(out.output)
+    return data
 
 
-def test_simulate_runs_the_engines_exchange_without_a_flag() -> None:
-    assert _simulated_backend([]) == "allgather"  # vLLM, the default engine
-    assert _simulated_backend(["--engine", "vllm", "--engine-version", "0.10.1"]) == "allgather"
-    assert _simulated_backend(["--engine", "sglang"]) == "all-to-all"
-    assert _simulated_backend(["--moe-a2a-backend", "deepep"]).startswith("deepep")
+def test_simulate_runs_the_engines_exchange_and_dispatch_without_a_flag() -> None:
+    vllm = _simulated([])  # vLLM, the default engine: its allgather, its load-balancing dispatch
+    assert vllm["data_parallel"]["ep_backend"] == "allgather"
+    assert vllm["router"] == "least-loaded"
+    old = _simulated(["--engine", "vllm", "--engine-version", "0.10.1"])
+    assert old["data_parallel"]["ep_backend"] == "allgather"
+    sglang = _simulated(["--engine", "sglang"])
+    assert sglang["data_parallel"]["ep_backend"] == "all-to-all"
+    assert sglang["router"] == "round-robin"
+    named = _simulated(["--moe-a2a-backend", "deepep", "--router", "round-robin"])
+    assert named["data_parallel"]["ep_backend"].startswith("deepep")
+    assert named["router"] == "round-robin"
 
 
 def test_a_dp_fleets_groups_add_up_to_the_fleet() -> None:
