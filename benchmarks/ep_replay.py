@@ -8,7 +8,8 @@ large-scale EP rows quote no command: their notes say in the blog's words what r
 normal dispatch", "DeepEP low-latency dispatch", "two-batch overlap", "EPLB with 32 redundant
 experts (288)", "288 experts with redundancy"; lm-sys/lm-sys.github.io@2db4e4042b31f3c3c9f4f93
 068ae80946d25a115:blog/2025-05-05-large-scale-ep.md), read here into the same setting. Nothing
-is fitted: the setting only names which mechanism ran.
+is fitted: the setting only names which mechanism ran. A row whose command names no back end
+runs its engine's default (`tokenprobe.sim.engine_ep_comm`: vLLM's allgather by release).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from tokenprobe.calibrate.observations import engine_name
 from tokenprobe.cost import BatchShape, Deployment, EpComm, ep_comm_from_flags, gang_step
+from tokenprobe.sim import engine_ep_comm
 
 _PROSE = (
     (r"DeepEP normal dispatch", {"backend": "deepep", "mode": "normal"}),
@@ -30,7 +33,9 @@ def ep_comm_for(row: Mapping[str, str], model_experts: int | None) -> EpComm:
     """The row's EP back end: its command's flags, then the blog's words (module docstring).
     `model_experts`: the model's routed experts, to read "N experts with redundancy"."""
     notes = row.get("notes", "")
-    ep = ep_comm_from_flags(notes)
+    version = row.get("engine_version", "")
+    own = engine_ep_comm(engine_name(row.get("engine", ""), version), version)
+    ep = ep_comm_from_flags(notes, own)  # no back-end flag: the engine's (sim.engine_ep_comm)
     for pattern, fields in _PROSE:
         if re.search(pattern, notes, re.IGNORECASE):
             ep = replace(ep, **fields)  # type: ignore[arg-type]

@@ -19,8 +19,8 @@ are skipped there ("data-parallel replicas", "data-parallel attention") and fitt
   assumes (TASK_OUTPUT_CV; `output_lengths`); measured median ITL over every request, output
   tokens/s and J per output token over ML.ENERGY's steady window (`steady_window`). Priced
   with vllm-blackwell (the profile validate.py prices the table's other rows with), vLLM
-  0.11.1's default MoE exchange (VLLM_011_EP_COMM) and its DP padding (sim/dpep.py
-  `pads_ranks`, cost/dpep.py).
+  0.11.1's default MoE exchange (the engine preset's, `sim.engine_ep_comm`: ML.ENERGY's launch
+  names no back end) and its DP padding (`sim.pads_ranks`; cost/dpep.py).
 - GPUStack's SGLang runs with `--enable-dp-attention --dp-size 8` (benchmarks/data/
   gpustack_performance_lab.csv, dp > 1): mapped by calibrate.serving.serving_rows (its
   dp_attention path: the same workload, lengths, engine flags and measured metrics as its
@@ -65,11 +65,11 @@ from tokenprobe.calibrate.observations import (
     row_deployment,
 )
 from tokenprobe.calibrate.serving import serving_rows
-from tokenprobe.cost import VLLM_ALL2ALL_BACKENDS, Deployment, EpComm, gpu_generation
+from tokenprobe.cost import Deployment, gpu_generation
 from tokenprobe.errors import TokenprobeError
 from tokenprobe.files import read_text
 from tokenprobe.records import Run
-from tokenprobe.sim import engine_defaults, simulate_fleet
+from tokenprobe.sim import engine_defaults, engine_ep_comm, rank_router_for, simulate_fleet
 from tokenprobe.workload import Arrival, LengthDist, Workload, fixed
 from validation_data import bias_pct, mdape_pct, run_main
 
@@ -179,7 +179,12 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
     ranks = None if dp == gpus else dp
     dep = row_deployment(row["model_hf_id"], gpu, flat, expert_parallel=True, attention_dp=True,
                          dp_ranks=ranks)  # fmt: skip
-    dep = replace(_with_profile(dep, engine), ep_comm=VLLM_011_EP_COMM)
+    # ML.ENERGY's launch sets no MoE back end (github:ml-energy/benchmark@c1d6557:configs/vllm/
+    # sourcegraph-fim/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/B200/monolithic.env.yaml holds
+    # logging variables only, monolithic.config.yaml no --all2all-backend): the release's
+    # default runs (cost.VLLM_DEFAULT_ALL2ALL; 0.11.1: allgather_reducescatter)
+    ep = engine_ep_comm(engine, row.get("engine_version", ""))
+    dep = replace(_with_profile(dep, engine), ep_comm=ep)
     task = next((t for t in TASK_ISL if f"task={t}" in row.get("notes", "")), None)
     batch, osl = float_field(row, "avg_batch_size"), float_field(row, "osl_mean")
     if task is None or batch is None or osl is None:
@@ -197,7 +202,7 @@ def mlenergy_row(row: Mapping[str, str]) -> DpRow:
         specs = tuple(spec._replace(output_tokens=k) for spec, k in pairs)
         wl = Workload(replace(arrival, trace=specs), fixed(isl, "input_tokens"),
                       fixed(round(osl), "output_tokens"))  # fmt: skip
-        res = simulate_fleet(dep, wl, dp=dep.dp, router="least-loaded", config=config,
+        res = simulate_fleet(dep, wl, dp=dep.dp, router=rank_router_for(engine), config=config,
                              engine=engine, trace_requests=n)  # fmt: skip
         d = res.to_dict()
         d["steady"] = steady_window(res.run(), fleet_seqs)
@@ -214,19 +219,13 @@ def gpustack_row(row: Mapping[str, str]) -> DpRow:
     out = DpRow(GPUSTACK, mapped.label[:60], dict(mapped.measured))
     kw = mapped.predict.keywords  # type: ignore[attr-defined]  # calibrate.serving._serve's
     dep = _with_profile(mapped.deployment, mapped.engine)
-    res = simulate_fleet(dep, kw["workload"], dp=dep.dp, router="round-robin",
+    res = simulate_fleet(dep, kw["workload"], dp=dep.dp, router=rank_router_for(mapped.engine),
                          config=kw["config"], engine=mapped.engine,
                          trace_requests=ITL_TRACE)  # fmt: skip
     out.predicted = _figures(res.to_dict())
     return out
 
 
-# vLLM 0.11.1's MoE exchange when nothing names one: VLLM_ALL2ALL_BACKEND defaults to
-# "allgather_reducescatter" (vllm-project/vllm@v0.11.1:vllm/envs.py), every rank's tokens
-# gathered to every EP GPU; ML.ENERGY's launch sets no back end (github:ml-energy/benchmark@
-# c1d6557:configs/vllm/sourcegraph-fim/Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8/B200/
-# monolithic.env.yaml holds logging variables only, monolithic.config.yaml no --all2all-backend)
-VLLM_011_EP_COMM = EpComm(*VLLM_ALL2ALL_BACKENDS["allgather_reducescatter"])
 MLENERGY, GPUSTACK = "mlenergy_v3_b200 (dp)", "gpustack_sglang (dp)"
 SOURCES: dict[str, tuple[str, Callable[[Mapping[str, str]], DpRow]]] = {
     "mlenergy_leaderboard_v3_b200.csv": (MLENERGY, mlenergy_row),

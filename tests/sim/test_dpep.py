@@ -31,8 +31,7 @@ from tokenprobe.sim import (
     simulate,
     simulate_fleet,
 )
-from tokenprobe.sim.dpep import pads_ranks
-from tokenprobe.sim.engines import vllm_defaults
+from tokenprobe.sim.engines import pads_ranks, vllm_defaults
 from tokenprobe.workload import Arrival, RequestSpec, Workload
 
 MODEL, GPU = "qwen3-30b-a3b", "h100-sxm"
@@ -239,9 +238,9 @@ def test_ranks_of_two_gpus_hold_their_kv_split_two_ways() -> None:
 
 def test_vllm_pads_the_ranks_and_sglang_does_not() -> None:
     """vLLM 0.10-0.11 pads every DP rank to the largest rank's tokens whenever CUDA graphs are
-    configured (sim/dpep.py PADDING_ENGINES); the run says so. A lone 512-token prompt with
-    three idle ranks: padded, the experts compute 4 x 512 rows, so the first token comes later
-    than under the unpadded gang step."""
+    configured (the vllm preset's dp_padding, sim/engines.py); the run says so. A lone
+    512-token prompt with three idle ranks: padded, the experts compute 4 x 512 rows, so the
+    first token comes later than under the unpadded gang step."""
     assert pads_ranks("vllm") and not pads_ranks("sglang") and not pads_ranks(None)
     result = _dp(_trace((0.0, 512, 1)))
     assert result.to_dict()["data_parallel"]["padded_to_largest_rank"] is True

@@ -17,8 +17,8 @@ from tokenprobe.cost import make_deployment
 from tokenprobe.metrics import timeline_energy_j
 from tokenprobe.sim import DpEpResult, DpFleetResult, build_workload, simulate_fleet
 from tokenprobe.sim.api import capacity_blocks, cost_step_fn
-from tokenprobe.sim.dpep_fleet import rank_router_for, run_dpep_fleet
-from tokenprobe.sim.engines import vllm_defaults
+from tokenprobe.sim.dpep_fleet import run_dpep_fleet
+from tokenprobe.sim.engines import rank_router_for, vllm_defaults
 from tokenprobe.sim.stepcache import StepMemo
 from tokenprobe.workload import Arrival, Workload, fixed
 

@@ -7,9 +7,7 @@ from dataclasses import replace
 
 from tokenprobe.hardware import get_gpu
 from tokenprobe.sim import engine_defaults, engine_preset, is_vllm_era
-from tokenprobe.sim.dpep import pads_ranks
-from tokenprobe.sim.dpep_fleet import rank_router_for
-from tokenprobe.sim.engines import TRTLLM_SERVE, engine_era
+from tokenprobe.sim.engines import TRTLLM_SERVE, engine_era, pads_ranks, rank_router_for
 
 
 def test_each_era_is_found_by_its_name_in_any_case_and_spacing() -> None:

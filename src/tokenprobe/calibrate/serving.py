@@ -73,6 +73,7 @@ from tokenprobe.sim import (
     SchedulerConfig,
     engine_defaults,
     engine_preset,
+    rank_router_for,
     runs_sglang_04,
     sglang_04_scheduler,
     simulate,
@@ -192,12 +193,19 @@ def _arrival(row: Mapping[str, str]) -> tuple[str, Arrival]:
 
 
 def _serve(
-    dep: Deployment, workload: Workload, config: SchedulerConfig, trace: int = 0
+    dep: Deployment,
+    workload: Workload,
+    config: SchedulerConfig,
+    trace: int = 0,
+    engine: str | None = None,
 ) -> dict[str, float]:
     if dep.attention_dp:  # its ranks each schedule their own requests (sim/sglang_dp.py)
+        # dispatched and padded as `engine` does (its preset: SGLang round-robins, no padding),
+        # the call validate_dp_rows.py makes
         fleet = simulate_fleet(
-            dep, workload, dp=dep.dp, router="round-robin", config=config, trace_requests=trace
-        )
+            dep, workload, dp=dep.dp, router=rank_router_for(engine), config=config,
+            engine=engine, trace_requests=trace,
+        )  # fmt: skip
         s = fleet.to_dict()
     else:
         # every step priced exactly (no StepMemo interpolation): a fit's residuals near its
@@ -272,6 +280,8 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     # the median gap between tokens is the typical step, not the mean per request: it needs the
     # token times of (a sample of) requests
     trace = ITL_TRACE_REQUESTS if "itl_median" in measured else 0
-    predict = functools.partial(_serve, workload=workload, config=config, trace=trace)
+    predict = functools.partial(
+        _serve, workload=workload, config=config, trace=trace, engine=engine
+    )
     key = f"{run_key(source, engine, model, dep)}/{load}"
     yield Row(source, key, engine, label, dep, measured, predict, simulated=True)

@@ -1,8 +1,9 @@
 """`simulate`'s expert-parallel back-end flags (cost/epcomm.py), spelled as the engines spell them:
 SGLang's `--moe-a2a-backend deepep`, `--deepep-mode`, `--enable-two-batch-overlap` (vLLM's
 `--enable-dbo`), `--ep-num-redundant-experts` and `--enable-eplb`; vLLM's `--all2all-backend`
-names. Without them the MoE layers' exchange is the
-plain all-to-all the cost model always priced."""
+names. Without a back end the MoE layers' exchange is the engine's own default
+(`sim.engine_ep_comm`: vLLM's allgather by release, SGLang's and TensorRT-LLM's plain
+all-to-all), or the plain all-to-all without an engine."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from tokenprobe.cost import VLLM_ALL2ALL_BACKENDS, EpComm
+from tokenprobe.cost import DEFAULT_EP_COMM, VLLM_ALL2ALL_BACKENDS, EpComm
 
 A2aBackendOption = Annotated[
     str,
@@ -21,7 +22,9 @@ A2aBackendOption = Annotated[
         help="How the MoE layers move tokens under --dp: all-to-all (NCCL, every routed copy, "
         "16-bit), deepep (DeepEP: FP8 dispatch for FP8 models, one NIC copy per node) or "
         "allgather (every token to every EP GPU); vLLM's names too: naive, "
-        "allgather_reducescatter, pplx, deepep_high_throughput, deepep_low_latency",
+        "allgather_reducescatter, pplx, deepep_high_throughput, deepep_low_latency. Default: "
+        "the engine's (vLLM: allgather, its naive / allgather_reducescatter; SGLang, "
+        "TensorRT-LLM: all-to-all)",
     ),
 ]
 EplbOption = Annotated[
@@ -60,10 +63,19 @@ RedundantOption = Annotated[
 
 
 def ep_comm_option(
-    backend: str, mode: str, overlap: bool, redundant: int, eplb: bool = False
+    backend: str,
+    mode: str,
+    overlap: bool,
+    redundant: int,
+    eplb: bool = False,
+    default: EpComm = DEFAULT_EP_COMM,
 ) -> EpComm:
-    """The flags as an EpComm (a bad value: ConfigError naming the flag's field)."""
+    """The flags as an EpComm (a bad value: ConfigError naming the flag's field); no back end
+    (`backend` ""): `default`'s, the engine's (`sim.engine_ep_comm`), with its kernels unless
+    --deepep-mode names them."""
     mode = mode.replace("_", "-")
+    if not backend:
+        backend, mode = default.backend, default.mode if mode == "auto" else mode
     if backend in VLLM_ALL2ALL_BACKENDS:
         backend, named = VLLM_ALL2ALL_BACKENDS[backend]
         mode = named if mode == "auto" else mode

@@ -47,6 +47,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.hardware import get_gpu
 from tokenprobe.report import memory_rows
+from tokenprobe.sim import engine_ep_comm
 from tokenprobe.units import GIGA, fmt_s, fmt_si
 
 PROFILE_HELP = (
@@ -116,7 +117,7 @@ def estimate_cmd(
         bool,
         typer.Option(help="With --expert-parallel: attention data-parallel (vLLM DP + EP)"),
     ] = False,
-    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    moe_a2a_backend: A2aBackendOption = "",
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
@@ -209,7 +210,13 @@ def estimate_cmd(
             expert_parallel=expert_parallel,
             attention_dp=attention_dp,
             ep_comm=ep_comm_option(
-                moe_a2a_backend, deepep_mode, two_batch_overlap, ep_redundant_experts, enable_eplb
+                moe_a2a_backend,
+                deepep_mode,
+                two_batch_overlap,
+                ep_redundant_experts,
+                enable_eplb,
+                # under attention DP (the only layout with an exchange), the profile's engine's
+                engine_ep_comm(p.engine if p is not None and attention_dp else None),
             ),
             weight_dtype=weight_dtype,
             act_dtype=act_dtype,

@@ -120,7 +120,8 @@ def render_dp_groups(d: dict[str, Any]) -> None:
     title = f"{groups['groups']} DP groups of {groups['ranks_per_group']} attention ranks"
     print_table(title + f" behind the {d['router']} router", GROUP_COLUMNS, rows)
     prose(
-        f"ranks within a group: {groups['rank_router']} dispatch; imbalance over the groups "
+        f"ranks within a group: {groups['rank_router']} dispatch; output tok/s over the "
+        f"fleet's span (the groups add up to the fleet); imbalance over the groups "
         f"(max / mean requests): {_num(groups['requests_max_over_mean'], 3)}",
         markup=False,
     )

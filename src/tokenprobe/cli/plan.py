@@ -30,6 +30,7 @@ from tokenprobe.plan import (
     plan,
     spec_modes,
 )
+from tokenprobe.sim import DEFAULT_ENGINE, engine_ep_comm, is_engine
 from tokenprobe.units import fmt_s
 from tokenprobe.workload import load_workload
 
@@ -127,9 +128,10 @@ def plan_cmd(
         str,
         typer.Option(
             "--moe-a2a-backend",
-            help="With --dp > 1: EP exchanges to search, all-to-all (NCCL) and/or deepep",
+            help="With --dp > 1: EP exchanges to search, all-to-all (NCCL), allgather and/or "
+            "deepep (default: the engine's, vLLM's allgather or --profile's engine's)",
         ),
-    ] = "all-to-all",
+    ] = "",
     two_batch_overlap: Annotated[
         str,
         typer.Option(
@@ -173,6 +175,12 @@ def plan_cmd(
     simulator, print the cheapest that meet the SLOs (or the nearest miss)."""
 
     def build() -> PlanRequest:
+        p = load_profile(profile) if profile is not None else None
+        # the engine whose DP ranks are simulated (their padding, dispatch, default exchange)
+        engine = p.engine if p is not None and is_engine(p.engine) else DEFAULT_ENGINE
+        backends = _split(moe_a2a_backend, "moe_a2a_backend") if moe_a2a_backend else [
+            engine_ep_comm(engine).backend
+        ]  # fmt: skip
         prefix = (0, 1)
         if workload is not None:
             wl = load_workload(workload)
@@ -193,7 +201,7 @@ def plan_cmd(
             specs=spec_modes(_split(spec_decode, "spec_decode"), spec_acceptance),
             gpus_per_node=per_node,
             layouts=ep_layouts(
-                _ints(dp, "dp"), _split(moe_a2a_backend, "moe_a2a_backend"),
+                _ints(dp, "dp"), backends,
                 _switches(two_batch_overlap, "two_batch_overlap"),
             ),
         )  # fmt: skip
@@ -203,10 +211,9 @@ def plan_cmd(
             shared_prefix_tokens=prefix[0], prefix_groups=prefix[1], max_gpus=max_gpus,
             spec_acceptance=spec_acceptance,
         )  # fmt: skip
-        if profile is None:
+        if p is None:
             return req
-        p = load_profile(profile)
-        return replace(req, efficiency=p.efficiency, power=p.power)
+        return replace(req, efficiency=p.efficiency, power=p.power, engine=engine)
 
     req = guarded(build)
     total = len(deployment_groups(req.candidates))

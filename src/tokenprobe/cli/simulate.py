@@ -62,7 +62,7 @@ from tokenprobe.cli.spec_options import (
     SpecDecodeOption,
     spec_of,
 )
-from tokenprobe.cost import dp_layout, make_deployment
+from tokenprobe.cost import DEFAULT_EP_COMM, EpComm, dp_layout, make_deployment
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.records import prepare_run_folder
@@ -81,7 +81,9 @@ from tokenprobe.sim import (
     SchedulerConfig,
     SimResult,
     build_workload,
+    engine_ep_comm,
     get_scenario,
+    rank_router_for,
     simulate,
     simulate_fleet,
 )
@@ -217,8 +219,13 @@ def simulate_cmd(
         int, typer.Option(help="Data-parallel replicas of the deployment behind --router")
     ] = 1,
     router: Annotated[
-        str, typer.Option(help=f"How requests reach the replicas: {', '.join(ROUTERS)}")
-    ] = "round-robin",
+        str | None,
+        typer.Option(
+            help=f"How requests reach the replicas: {', '.join(ROUTERS)} (default round-robin; "
+            "with --dp alone, how they reach its ranks: default the engine's DP dispatch, "
+            "vLLM least-loaded, SGLang round-robin)"
+        ),
+    ] = None,
     disaggregate: Annotated[
         str | None,
         typer.Option(help="Prefill/decode workers, e.g. 1p3d (the KV moves between them)"),
@@ -227,7 +234,7 @@ def simulate_cmd(
     decode_tp: DecodeTpOption = None,
     dp: DpOption = 1,
     enable_expert_parallel: EnableEpOption = False,
-    moe_a2a_backend: A2aBackendOption = "all-to-all",
+    moe_a2a_backend: A2aBackendOption = "",
     deepep_mode: DeepepModeOption = "auto",
     two_batch_overlap: OverlapOption = False,
     ep_redundant_experts: RedundantOption = 0,
@@ -348,7 +355,8 @@ def simulate_cmd(
             efficiency=p.efficiency if p else None, power=p.power if p else None,
             nodes=nodes, gpus_per_node=gpus_per_node, **layout,
             ep_comm=ep_comm_option(moe_a2a_backend, deepep_mode, two_batch_overlap,
-                                   ep_redundant_experts, enable_eplb),
+                                   ep_redundant_experts, enable_eplb,
+                                   _engine_exchange(dp, engine, engine_version)),
         )  # fmt: skip
         common: dict[str, Any] = dict(
             config=window.config(server_defaults(engine or DEFAULT_ENGINE, dep, engine_version)),
@@ -366,7 +374,8 @@ def simulate_cmd(
             host_power=host_power,
         )
         fleet = (prefill_tp, decode_tp, disaggregate, pd_handoff)
-        if replicas != 1 or router != "round-robin" or dp != 1 or any(f is not None for f in fleet):
+        routed = router or _default_router(dp, replicas, engine)
+        if replicas != 1 or routed != "round-robin" or dp != 1 or any(f is not None for f in fleet):
             # each replica is a server with its own front end; a disaggregated or DP
             # deployment's front end, and the host's power over a fleet, are not simulated yet
             only_one = any(f is not None for f in fleet) or dp != 1
@@ -390,7 +399,7 @@ def simulate_cmd(
             if kv_link_gb_per_s is not None:
                 link = finite("kv_link_gb_per_s", kv_link_gb_per_s, lo=1e-9, hi=1e6) * GIGA
             return simulate_fleet(
-                dep, wl, replicas=replicas, router=router, disaggregate=disaggregate,
+                dep, wl, replicas=replicas, router=routed, disaggregate=disaggregate,
                 kv_link_bytes_per_s=link, prefill_tp=prefill_tp, decode_tp=decode_tp, dp=dp,
                 spec_decode=spec, api_server_processes=api_server_processes, host=host,
                 engine_in_api_server=engine_in_api_server, pd_handoff=pd_handoff, **common,
@@ -413,6 +422,23 @@ def simulate_cmd(
     render_simulation(data)
     if out is not None:
         prose(f"run folder written to {out}", markup=False)
+
+
+def _default_router(dp: int, replicas: int, engine: str | None) -> str:
+    """--router's default: round-robin over replicas; one DP group's ranks get the engine's own
+    dispatch (`sim.rank_router_for`, as a fleet's groups do)."""
+    if dp > 1 and replicas == 1:
+        return rank_router_for(engine or DEFAULT_ENGINE)
+    return "round-robin"
+
+
+def _engine_exchange(dp: int, engine: str | None, engine_version: str | None) -> EpComm:
+    """The MoE exchange without a back-end flag: the engine's under attention DP (`--dp` > 1,
+    the only layout with one: cost/epexchange.py), else the plain default the API's
+    deployments hold, so a run's config is the API's."""
+    if dp <= 1:
+        return DEFAULT_EP_COMM
+    return engine_ep_comm(engine or DEFAULT_ENGINE, engine_version)
 
 
 def _no_spec_here(spec_decode: str | None) -> None:

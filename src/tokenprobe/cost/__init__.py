@@ -28,8 +28,11 @@ from tokenprobe.cost.epbalance import EPLB_BALANCED_SHARE, ep_imbalance, reach_p
 from tokenprobe.cost.epcomm import (
     DEFAULT_EP_COMM,
     VLLM_ALL2ALL_BACKENDS,
+    VLLM_DEFAULT_ALL2ALL,
     EpComm,
     ep_comm_from_flags,
+    vllm_default_all2all,
+    vllm_ep_comm,
 )
 from tokenprobe.cost.estimate import Estimate, Workload, compute_bound_batch, estimate_deployment
 from tokenprobe.cost.host import (
@@ -103,6 +106,7 @@ __all__ = [
     "SPEC_METHODS",
     "TRTLLM_RULE",
     "VLLM_ALL2ALL_BACKENDS",
+    "VLLM_DEFAULT_ALL2ALL",
     "VLLM_FULL_KV_RULE",
     "VLLM_MLA_2025H1_RULE",
     "VLLM_RULE",
@@ -168,5 +172,7 @@ __all__ = [
     "thermal",
     "transfer_time_s",
     "verify_rows",
+    "vllm_default_all2all",
+    "vllm_ep_comm",
     "vllm_mla_rule",
 ]

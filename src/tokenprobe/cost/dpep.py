@@ -32,7 +32,8 @@ work_r is unchanged), but the MoE layers gather every rank's rows, padding inclu
 routed experts compute N x the largest rank's tokens, not the sum. A rank that prefills a
 1,450-token prompt while seven decode one sequence each makes the experts of an 8-rank step
 compute 8 x 1,450 rows instead of 1,457: prefill steps cost the whole gang N times their
-expert work (sim/dpep.py `pads_ranks` says which engines pad).
+expert work (sim/engines.py `pads_ranks`, the engine preset's `dp_padding`, says which
+engines pad).
 
 Per-layer maxima equal the per-step maximum because the ranks run the same layers. A rank with
 nothing to run computes a dummy batch of one token meanwhile, so that the collectives line up

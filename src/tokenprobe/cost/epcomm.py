@@ -86,6 +86,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tokenprobe.cost.release import engine_release
 from tokenprobe.errors import ConfigError
 
 BACKENDS = ("all-to-all", "deepep", "allgather")
@@ -160,7 +161,8 @@ DEFAULT_EP_COMM = EpComm()
 # backend` / VLLM_ALL2ALL_BACKEND): `naive` and `allgather_reducescatter` gather every rank's
 # tokens to every EP GPU and reduce-scatter the outputs back (backend `allgather`); `pplx`
 # sends per expert like DeepEP's low-latency kernels, priced as the plain all-to-all. Without
-# them both engines run their default path, priced as the plain all-to-all (DEFAULT_EP_COMM).
+# them vLLM runs its default back end (VLLM_DEFAULT_ALL2ALL, `vllm_ep_comm`) and SGLang its
+# default path (`--moe-a2a-backend none`), priced as the plain all-to-all (DEFAULT_EP_COMM).
 # vLLM's `--all2all-backend` / VLLM_ALL2ALL_BACKEND values as (back end, DeepEP kernels): the
 # one map of vLLM's names, read by `ep_comm_from_flags` and by the CLI's `--all2all-backend`.
 VLLM_ALL2ALL_BACKENDS = {
@@ -170,6 +172,30 @@ VLLM_ALL2ALL_BACKENDS = {
     "deepep_high_throughput": ("deepep", "normal"),
     "deepep_low_latency": ("deepep", "low-latency"),
 }
+# vLLM's back end when neither `--all2all-backend` nor VLLM_ALL2ALL_BACKEND names one, by the
+# first release that has it, newest first: "naive" through 0.10 (vllm/envs.py
+# `VLLM_ALL2ALL_BACKEND: str = 'naive'`: https://docs.vllm.ai/en/v0.9.0.1/api/vllm/envs.html,
+# https://docs.vllm.ai/en/v0.10.1.1/api/vllm/envs.html), "allgather_reducescatter" from 0.11
+# (`... = "allgather_reducescatter"`: https://docs.vllm.ai/en/v0.11.0/api/vllm/envs.html, the
+# same in v0.11.1 and v0.12.0; later releases move it to vllm/config/parallel.py
+# `ParallelConfig.all2all_backend`, default "allgather_reducescatter"). Both gather every
+# rank's tokens to every EP GPU (backend `allgather`); a release that cannot be read is today's.
+VLLM_DEFAULT_ALL2ALL = (((0, 11, 0), "allgather_reducescatter"), ((0, 0, 0), "naive"))
+
+
+def vllm_default_all2all(version: str = "") -> str:
+    """vLLM's default `--all2all-backend` name in release `version` (VLLM_DEFAULT_ALL2ALL)."""
+    release = engine_release(version) if version else None
+    if release is None:
+        return VLLM_DEFAULT_ALL2ALL[0][1]
+    return next(name for first, name in VLLM_DEFAULT_ALL2ALL if release >= first)
+
+
+def vllm_ep_comm(version: str = "") -> EpComm:
+    """The EpComm of vLLM `version`'s default back end (VLLM_DEFAULT_ALL2ALL)."""
+    return EpComm(*VLLM_ALL2ALL_BACKENDS[vllm_default_all2all(version)])
+
+
 _SGLANG_DEEPEP_FLAGS = (r"--moe-a2a-backend[ =]deepep\b", r"--enable-deepep-moe\b")
 # the flag after the variable: vLLM reads VLLM_ALL2ALL_BACKEND only when the flag is unset
 _VLLM_BACKEND_FLAGS = (
@@ -183,9 +209,10 @@ _REDUNDANT_FLAGS = (
 )
 
 
-def ep_comm_from_flags(command: str) -> EpComm:
-    """The EpComm a serving command's flags ask for (the flags above), else the default."""
-    backend, mode = "all-to-all", "auto"
+def ep_comm_from_flags(command: str, default: EpComm = DEFAULT_EP_COMM) -> EpComm:
+    """The EpComm a serving command's flags ask for (the flags above); the back end and its
+    kernels are `default`'s (the engine's own: sim.engine_ep_comm) when no flag names one."""
+    backend, mode = default.backend, default.mode
     if any(re.search(p, command) for p in _SGLANG_DEEPEP_FLAGS):
         backend = "deepep"
     for pattern in _VLLM_BACKEND_FLAGS:

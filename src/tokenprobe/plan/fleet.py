@@ -27,10 +27,13 @@ topology, speculative decoding, attention DP and its EP back end) and differ in 
    a split below the rate on either side is ruled out without simulating. The rest are simulated
    (sim/disagg.py) from the fewest GPUs up; once one meets the SLOs, splits with more GPUs are
    not simulated (they cannot be cheaper).
-4. attention DP (`dp` > 1): the deployment is the dp ranks of tp GPUs with their shared experts,
-   bisected and judged with the ranks stepping together (sim/dpep.py; the router spreads the
-   requests over the ranks). More than one such deployment is judged as one of them at its
-   share of the rate: the cluster simulator routes to replicas, not to groups of ranks.
+4. attention DP (`dp` > 1): the deployment is a group of dp ranks of tp GPUs with their shared
+   experts, bisected and judged with the ranks stepping together (sim/dpep.py), padded and
+   dispatched to as the plan's engine does (`PlanRequest.engine`'s preset: vLLM pads every
+   rank to the largest and balances the ranks by load; sim/engines.py). A fleet of n such
+   groups is searched as replicas are (step 2): n groups behind the router, each stepping on
+   its own clock (sim/dpep_fleet.py); past `MAX_SIMULATED_REPLICAS` groups, one group at its
+   share of the rate, as for replicas.
 Pass or fail is `sim.meets_slos` on the fleet's own p90s (queue, TTFT, TPOT).
 """
 
@@ -51,6 +54,7 @@ from tokenprobe.sim import (
     SchedulerConfig,
     max_rate_per_s,
     meets_slos,
+    rank_router_for,
     simulate_fleet,
 )
 from tokenprobe.workload import MAX_REQUESTS, Arrival, Workload
@@ -149,9 +153,12 @@ class Group:
         members = replicas if split is None else max(parse_split(split))
         rate = r.rate_per_s if rate_per_s is None else rate_per_s
         dp = self.base.dp
+        if dp > 1 and replicas == 1:  # one group: no fleet router, the engine's own dispatch
+            router = rank_router_for(r.engine)
         d = simulate_fleet(
             self.dep, self.workload(members, rate), replicas=replicas, router=router,
             disaggregate=split, config=self.config, seed=r.seed, spec_decode=self.spec, dp=dp,
+            engine=r.engine,
         ).to_dict()  # fmt: skip
         return Judged(meets_slos(d, MAX_QUEUE_S, r.slo_ttft_p90_s, r.slo_tpot_p90_s), d)
 
@@ -171,6 +178,7 @@ class Group:
         pre, dec = energy.get("prefill_j") or 0.0, energy.get("decode_j") or 0.0
         spread = d["imbalance"]
         spread = spread.get("decode", spread)  # disaggregated: the decode workers'
+        spread = d.get("dp_groups", spread)  # a fleet of DP groups: over the groups, not ranks
         gpus = workers * self.dep.num_gpus
         return Outcome(
             c, j.ok, "meets the SLOs" if j.ok else "the fleet misses the SLOs in simulation",
@@ -195,7 +203,7 @@ class Group:
             self.dep, r.input_len, r.output_len, slo_ttft_s=r.slo_ttft_p90_s,
             slo_tpot_s=r.slo_tpot_p90_s, config=self.config, num_requests=r.num_requests,
             seed=r.seed, prefix=(r.shared_prefix_tokens, r.prefix_groups), spec_decode=self.spec,
-            dp=self.base.dp,
+            dp=self.base.dp, engine=r.engine,
         )  # fmt: skip
         self.simulations += BISECT_RUNS
         if cap.max_rate_per_s <= 0 and not r.shared_prefix_tokens:
@@ -205,10 +213,6 @@ class Group:
         # with shared prefixes, a load no single replica meets may be met by a fleet whose
         # router keeps each replica's share of the prefixes in its cache: start from one
         n0 = math.ceil(r.rate_per_s / cap.max_rate_per_s) if cap.max_rate_per_s > 0 else 1
-        if self.base.dp > 1 and n0 > 1:
-            # the cluster simulator routes to replicas, not to DP groups of ranks: a fleet of
-            # DP deployments is judged as one of them at its share of the rate
-            return self._multiplied(cands, min(n0, self.most_replicas), cap.max_rate_per_s)
         if n0 > MAX_SIMULATED_REPLICAS and n0 <= self.most_replicas:
             return self._multiplied(cands, n0, cap.max_rate_per_s)
         out: list[Outcome] = []
@@ -238,11 +242,7 @@ class Group:
         rate (each replica would be judged on `num_requests`: n0 times a replica's run, too
         many to bound the search); the router's imbalance is not judged."""
         one = self.judge(rate_per_s=self.req.rate_per_s / n0)
-        whole = (
-            "fleets of DP deployments are not simulated whole"
-            if self.base.dp > 1
-            else f"fleets of more than {MAX_SIMULATED_REPLICAS} are not simulated whole"
-        )
+        whole = f"fleets of more than {MAX_SIMULATED_REPLICAS} are not simulated whole"
         why = f"{n0} replicas: one simulated at 1/{n0} of the rate ({whole})"
         return [
             replace(self.outcome(c, one, n0, sustained, simulated=1), reason=why)

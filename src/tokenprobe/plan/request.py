@@ -22,6 +22,7 @@ from tokenprobe.hardware import get_gpu
 from tokenprobe.model import get_model
 from tokenprobe.plan.candidate import ALL_SPLITS, Candidate, parse_split
 from tokenprobe.precision import get_dtype
+from tokenprobe.sim import DEFAULT_ENGINE
 from tokenprobe.workload import MAX_REQUESTS, LengthDist
 
 SIM_REQUESTS = 300
@@ -53,6 +54,10 @@ class PlanRequest:
     prefix_groups: int = 1
     max_gpus: int | None = None  # the most GPUs one deployment (fleet) may use
     spec_acceptance: float | None = None  # per-token acceptance for every spec-decode method
+    # the engine whose data-parallel ranks plan simulates (their padding and dispatch: the
+    # preset's, sim/engines.py): the profile's (`plan --profile`), else vLLM, whose scheduler
+    # defaults plan's SchedulerConfig keeps
+    engine: str = DEFAULT_ENGINE
 
     def deployment(self, c: Candidate) -> Deployment:
         limit_w = None

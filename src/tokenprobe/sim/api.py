@@ -34,10 +34,10 @@ from tokenprobe.records import RunConfig
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, run_cluster
 from tokenprobe.sim.disagg import DisaggResult, run_disaggregated
-from tokenprobe.sim.dpep import DpEpResult, pads_ranks, run_dpep
-from tokenprobe.sim.dpep_fleet import DpFleetResult, rank_router_for, run_dpep_fleet
+from tokenprobe.sim.dpep import DpEpResult, run_dpep
+from tokenprobe.sim.dpep_fleet import DpFleetResult, run_dpep_fleet
 from tokenprobe.sim.engine import Engine, ProgressFn, StepFn
-from tokenprobe.sim.engines import vllm_defaults
+from tokenprobe.sim.engines import pads_ranks, rank_router_for, vllm_defaults
 from tokenprobe.sim.frontend import Frontend
 from tokenprobe.sim.gpu_gap import GapFn, cost_gap_fn
 from tokenprobe.sim.kv import BlockPool

@@ -18,6 +18,7 @@ from tokenprobe.cost import Deployment, SpecDecode
 from tokenprobe.errors import ConfigError
 from tokenprobe.sim.api import simulate, simulate_fleet
 from tokenprobe.sim.base import SchedulerConfig
+from tokenprobe.sim.engines import rank_router_for
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
 MAX_QUEUE_S = 1.0
@@ -63,11 +64,13 @@ def max_rate_per_s(
     prefix: tuple[int, int] = (0, 1),
     spec_decode: SpecDecode | None = None,
     dp: int = 1,
+    engine: str | None = None,
 ) -> Capacity:
     """Bisect the highest Poisson rate one replica sustains (module docstring). `prefix`:
     (shared prefix tokens, prefix groups) of the requests; `spec_decode` as for `simulate`;
     `dp` > 1: an attention-DP deployment's ranks, simulated stepping together
-    (`simulate_fleet(dp=...)`, sim/dpep.py)."""
+    (`simulate_fleet(dp=...)`, sim/dpep.py), dispatched to and padded as `engine` does (its
+    preset: sim/engines.py `rank_router_for`, `pads_ranks`; None: round-robin, unpadded)."""
     if slo_ttft_s is None and slo_tpot_s is None:
         raise ConfigError("slo", None, "give slo_ttft_s and/or slo_tpot_s")
     config = config or SchedulerConfig()
@@ -75,7 +78,10 @@ def max_rate_per_s(
     def run(rate: float | None) -> dict[str, object]:
         wl = _workload(rate, input_len, output_len, num_requests, prefix)
         if dp > 1:
-            return simulate_fleet(dep, wl, dp=dp, config=config, seed=seed).to_dict()
+            router = rank_router_for(engine) if engine else "round-robin"
+            return simulate_fleet(
+                dep, wl, dp=dp, router=router, config=config, seed=seed, engine=engine
+            ).to_dict()
         return simulate(
             deployment=dep, workload=wl, config=config, seed=seed, spec_decode=spec_decode
         ).to_dict()

@@ -14,7 +14,8 @@ and the shared MoE work for all ranks' tokens are done (cost/dpep.py: step = max
 shared). A rank with nothing to run computes a dummy
 batch meanwhile (vLLM `execute_dummy_batch`), its GPUs busy, its energy counted as idle (it
 serves no request); the ranks idle only when none has work. vLLM pads every rank to the largest
-rank's token count, so the experts compute N x its tokens (`pads_ranks`, cost/dpep.py): one
+rank's token count, so the experts compute N x its tokens (`pads_ranks`: the engine preset's
+`dp_padding`, sim/engines.py; cost/dpep.py): one
 rank's prefill is expert work for the whole gang, every decoding sequence on every rank waiting.
 
 The loop: at the gang's clock, route the arrivals up to it (the loads as they stand), let every
@@ -50,7 +51,6 @@ from tokenprobe.records import Run, write_run
 from tokenprobe.sim.base import SchedulerConfig, StepPlan
 from tokenprobe.sim.cluster import ClusterResult, Router, fleet_parts, open_engines
 from tokenprobe.sim.engine import Engine, SimulationError, StepFn
-from tokenprobe.sim.engines import engine_era, engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.kv import BlockPool
 from tokenprobe.sim.result import SimResult
@@ -58,29 +58,7 @@ from tokenprobe.sim.stepcache import DecodeMemo
 from tokenprobe.workload import Workload
 
 MAX_RANKS = 1024
-# Engines that pad every DP rank's batch to the largest rank's token count on every step: vLLM
-# 0.10-0.11 (the `vllm` preset's era; vllm-blackwell is 0.11.1) whenever CUDA graphs are
-# configured, its default (`--enforce-eager` turns them off): vllm-project/vllm@v0.11.1:
-# vllm/v1/worker/gpu_model_runner.py `allow_dp_padding = self.compilation_config.cudagraph_mode
-# != CUDAGraphMode.NONE`, the configured mode rather than the step's, passed to
-# dp_utils.coordinate_batch_across_dp, whose `_post_process_dp_padding` returns the largest
-# rank's count for every rank, prefill steps included (the older `get_dp_padding` says as much:
-# "TODO(tms): There are many cases where padding is enabled for prefills, causing unnecessary
-# and excessive padding of activations"). Later vLLM pads only steps the synced runtime mode
-# replays as a graph (vllm-project/vllm@00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:
-# vllm/v1/worker/dp_utils.py `should_dp_pad = synced_cudagraph_mode != 0 or should_ubatch`),
-# not modelled: those versions have no preset. SGLang is not padded here (its DP attention
-# gathers each rank's own tokens; sim/sglang_dp.py).
-PADDING_ENGINES = frozenset({"vllm"})
 DUMMY_PLAN = StepPlan(0, 0.0, 0, 1, 1)  # one token (vLLM `_dummy_run(1)`; cost.DUMMY_BATCH)
-
-
-def pads_ranks(engine: str | None) -> bool:
-    """Whether `engine` pads every DP rank to the largest rank's tokens (PADDING_ENGINES)."""
-    # by preset (`--engine vLLM`, `vllm-openai`), but not an era: V0 (vllm-2025h1) had no DP pad
-    if not engine or engine_era(engine) is not None or not is_engine(engine):
-        return False
-    return engine_preset(engine).name in PADDING_ENGINES
 
 
 def unpriced(plan: StepPlan) -> tuple[float, float]:

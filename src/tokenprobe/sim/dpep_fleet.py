@@ -4,9 +4,10 @@ router, each replica itself M attention ranks sharing expert-parallel MoE layers
 Two routers, as a deployment has them: the fleet's (`--router`: round-robin, least-loaded or
 prefix-aware over the groups, as cluster.py routes replicas; a group's load is its ranks'
 outstanding requests together) picks the group, then the group's own DP dispatch picks the rank
-(`rank_router_for`): vLLM's DP coordinator balances on the ranks' waiting and running counts
-(least-loaded), SGLang's DataParallelController round-robins (`--load-balance-method`
-default), the two routers validate_dp_rows.py replays the engines with.
+(`rank_router_for`: the engine preset's `dp_rank_router`, sim/engines.py): vLLM's DP
+coordinator balances on the ranks' waiting and running counts (least-loaded), SGLang's
+DataParallelController round-robins (`--load-balance-method` default), the two routers
+validate_dp_rows.py replays the engines with.
 
 The groups step independently (no collective spans two groups): each has its own clock, the
 end of its step in flight. The loop takes the earliest instant among the next arrival and the
@@ -19,7 +20,9 @@ releases its user's next request (gang_feed.py), routed again from the fleet rou
 Outputs: the fleet's figures over every rank (cluster.py's keys, `per_replica` one row per rank,
 numbered across the groups), and `dp_groups`: per group its own latency percentiles,
 throughput, energy and its gang's account (steps, shared-MoE time, waiting), plus the fleet
-router's imbalance over the groups.
+router's imbalance over the groups. A group's `output_tokens_per_s` is its output tokens over
+the fleet's span (`duration_s`, the last group's end), so the groups' rates add up to the
+fleet's; its own `data_parallel.gang_busy_s` says how long it stepped.
 """
 
 from __future__ import annotations
@@ -44,19 +47,9 @@ from tokenprobe.sim.dpep import (
     unpriced,
 )
 from tokenprobe.sim.engine import Engine, StepFn, gc_paused
-from tokenprobe.sim.engines import engine_preset, is_engine
 from tokenprobe.sim.gang_feed import GangFeed
 from tokenprobe.sim.result import SimResult
 from tokenprobe.workload import RequestSpec, Workload
-
-# The rank dispatch inside a group, by engine (module docstring); others least-loaded.
-RANK_ROUTERS = {"sglang": "round-robin"}  # by preset: SGLang's eras dispatch as SGLang
-
-
-def rank_router_for(engine: str | None) -> str:
-    """How `engine` spreads a group's requests over its ranks (module docstring)."""
-    name = engine_preset(engine).name if engine and is_engine(engine) else ""
-    return RANK_ROUTERS.get(name, "least-loaded")
 
 
 @dataclass(slots=True)
@@ -111,6 +104,7 @@ class DpFleetResult:
         out["kv"]["per"] = "rank"
         out["router"] = self.router
         rows = []
+        span_s = out["duration_s"] or 0.0  # the fleet's: every group's tokens over one span
         for index, group in enumerate(self.groups):
             d = group.to_dict()
             rows.append(
@@ -120,7 +114,9 @@ class DpFleetResult:
                     "ttft_s": d["ttft_s"],
                     "tpot_s": d["tpot_s"],
                     "itl_s": d["itl_s"],
-                    "output_tokens_per_s": d["output_tokens_per_s"],
+                    # over the fleet's span, not the group's own (which ends with its last
+                    # request): the groups' rates add up to the fleet's
+                    "output_tokens_per_s": d["output_tokens"] / span_s if span_s > 0 else None,
                     "energy_j": (d.get("energy") or {}).get("total_j"),
                     "data_parallel": d["data_parallel"],
                 }

@@ -31,11 +31,18 @@ loads (`simulate --engine vllm --gpu mi300x` prices with `vllm-rocm`, `--gpu b20
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE, engine_release
+from tokenprobe.cost import (
+    DEFAULT_EP_COMM,
+    SGLANG_RULE,
+    TRTLLM_RULE,
+    EpComm,
+    engine_release,
+    vllm_ep_comm,
+)
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SGLANG_SCHEDULING, SchedulerConfig
@@ -55,6 +62,15 @@ class Era:
     stands_for: str = ""
     scheduler: SchedulerConfig | None = None
     profiles: Mapping[str, str] = field(default_factory=dict)
+    dp_padding: bool | None = None  # pads DP ranks (EnginePreset.dp_padding); None: the engine's
+
+
+def plain_exchange(_version: str) -> EpComm:
+    """An engine's exchange when it has no back end of its own by release: the plain
+    all-to-all (cost/epcomm.py), as SGLang's default path is priced (`moe_a2a_backend: ... =
+    "none"` in sgl-project/sglang python/sglang/srt/server_args.py ServerArgs, 0.5.x) and
+    TensorRT-LLM's."""
+    return DEFAULT_EP_COMM
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,12 @@ class EnginePreset:
     versions whose kernels differ enough to need their own efficiencies (SGLang 0.4's and vLLM
     0.7-0.9's MLA and block-FP8 MoE kernels, early 2025); an era name is also a name of the
     preset (`engine_preset("sglang-2025h1")` is SGLang's, with its scheduler and flags).
+
+    Data parallelism with expert parallelism (sim/dpep.py, sim/dpep_fleet.py): `dp_padding`,
+    whether every DP rank's batch is padded to the largest rank's token count on every step
+    (cost/dpep.py; an era may say otherwise, `Era.dp_padding`); `dp_rank_router`, how a DP
+    group's own dispatch spreads its requests over its ranks; `ep_exchange`, the MoE layers'
+    exchange of a release (its version string; "" for today's) when no flag names one.
     """
 
     name: str
@@ -78,6 +100,9 @@ class EnginePreset:
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     profiles: Mapping[str, str] = field(default_factory=dict)
     eras: Mapping[str, Era] = field(default_factory=dict)
+    dp_padding: bool = False
+    dp_rank_router: str = "least-loaded"
+    ep_exchange: Callable[[str], EpComm] = plain_exchange
 
     def profile_for(self, vendor: str, generation: str = "") -> str | None:
         """The profile for a GPU of `vendor` and `generation`: the generation's, else the
@@ -128,7 +153,25 @@ PRESETS = {
         # 0.7-0.9 (Jan-Jun 2025): the DeepSeek-V3/R1 launch versions, Triton block-FP8 fused MoE
         # and the MLA backend from 0.7.1 (its release notes; 0.7.0 cached full K/V:
         # cost/vllm_mla_era.py); 0.10 (Jul 2025) is where the `vllm` profile's data starts
-        {"vllm-2025h1": Era(("0.7.", "0.8.", "0.9."), stands_for="0.7.3")},
+        # V0 (the era's 0.7.3) had no DP padding
+        {"vllm-2025h1": Era(("0.7.", "0.8.", "0.9."), stands_for="0.7.3", dp_padding=False)},
+        # vLLM 0.10-0.11 (the `vllm` preset's era; vllm-blackwell is 0.11.1) pads every DP rank's
+        # batch to the largest rank's token count on every step whenever CUDA graphs are
+        # configured, its default (`--enforce-eager` turns them off): vllm-project/vllm@v0.11.1:
+        # vllm/v1/worker/gpu_model_runner.py `allow_dp_padding = self.compilation_config.
+        # cudagraph_mode != CUDAGraphMode.NONE`, the configured mode rather than the step's,
+        # passed to dp_utils.coordinate_batch_across_dp, whose `_post_process_dp_padding`
+        # returns the largest rank's count for every rank, prefill steps included (the older
+        # `get_dp_padding` says as much: "TODO(tms): There are many cases where padding is
+        # enabled for prefills, causing unnecessary and excessive padding of activations").
+        # Later vLLM pads only steps the synced runtime mode replays as a graph
+        # (vllm-project/vllm@00746147f8cf4b7715d9cdc591d5dd6f4d12b27f:vllm/v1/worker/dp_utils.py
+        # `should_dp_pad = synced_cudagraph_mode != 0 or should_ubatch`), not modelled: those
+        # versions have no preset.
+        dp_padding=True,
+        # vLLM's DP coordinator balances on the ranks' waiting and running counts
+        dp_rank_router="least-loaded",
+        ep_exchange=vllm_ep_comm,  # VLLM_DEFAULT_ALL2ALL: its allgather, by release
     ),
     "sglang": EnginePreset(
         "sglang",
@@ -147,6 +190,9 @@ PRESETS = {
         # HIP launches, all-reduces on RCCL), fitted on dstack's MI300X DeepSeek-R1 runs; later
         # ROCm images (AITER kernels, the custom all-reduce) are not priced by it
         {"sglang-2025h1": Era(("0.4.",), profiles={"amd": "sglang-rocm"})},
+        # not padded here: its DP attention gathers each rank's own tokens (sim/sglang_dp.py);
+        # its DataParallelController round-robins (`--load-balance-method` default), its eras too
+        dp_rank_router="round-robin",
     ),
     "tensorrt-llm": EnginePreset(
         "tensorrt-llm",
@@ -188,6 +234,40 @@ def engine_preset(name: str) -> EnginePreset:
 def is_engine(name: str) -> bool:
     """Whether `name` names a preset, one of its aliases or eras (`engine_preset` finds it)."""
     return _find(name) is not None
+
+
+DEFAULT_RANK_ROUTER = "least-loaded"  # a DP group's dispatch for a name that is no preset
+
+
+def pads_ranks(engine: str | None) -> bool:
+    """Whether `engine` (a preset, alias or era name) pads every DP rank to the largest rank's
+    tokens (`EnginePreset.dp_padding`, or its era's); a name that is no preset (a fork's
+    label) does not."""
+    if not engine or not is_engine(engine):
+        return False
+    era = engine_era(engine)
+    if era is not None and era.dp_padding is not None:
+        return era.dp_padding
+    return engine_preset(engine).dp_padding
+
+
+def rank_router_for(engine: str | None) -> str:
+    """How `engine` spreads a DP group's requests over its ranks (`EnginePreset.dp_rank_router`;
+    a name that is no preset: least-loaded, vLLM's)."""
+    if not engine or not is_engine(engine):
+        return DEFAULT_RANK_ROUTER
+    return engine_preset(engine).dp_rank_router
+
+
+def engine_ep_comm(engine: str | None, version: str | None = None) -> EpComm:
+    """The MoE layers' exchange `engine` of release `version` runs when no flag names one
+    (`EnginePreset.ep_exchange`; an era's release is the one it stands for); a name that is
+    no preset: the plain all-to-all (DEFAULT_EP_COMM)."""
+    if not engine or not is_engine(engine):
+        return DEFAULT_EP_COMM
+    era = engine_era(engine)
+    release = version or (era.stands_for if era is not None else "")
+    return engine_preset(engine).ep_exchange(release)
 
 
 def engine_era(name: str) -> Era | None:
