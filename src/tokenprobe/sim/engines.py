@@ -38,6 +38,7 @@ from typing import Any
 from tokenprobe.cost import SGLANG_RULE, TRTLLM_RULE, engine_release
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
+from tokenprobe.sim.atom import ATOM_SERVE
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SGLANG_SCHEDULING, SchedulerConfig
 from tokenprobe.units import GiB
 
@@ -161,6 +162,17 @@ PRESETS = {
         # TRTLLM_SERVE_2025H1 above
         {"tensorrt-llm-2025h1": Era(("0.17.",), scheduler=TRTLLM_SERVE_2025H1)},
     ),
+    # AMD's ATOM (ROCm/ATOM): vLLM V0's scheduler with ATOM's limits (sim/atom.py), AMD GPUs only
+    "atom": EnginePreset(
+        "atom",
+        ("rocm-atom",),
+        {
+            "max_num_seqs": ("--max-num-seqs",),
+            "max_num_batched_tokens": ("--max-num-batched-tokens",),
+            "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        },
+        {},
+    ),
 }
 ENGINES = tuple(PRESETS)
 
@@ -245,6 +257,8 @@ def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) ->
         return vllm_defaults(gpu, **overrides)
     if engine == "tensorrt-llm":
         return replace(TRTLLM_SERVE, **overrides)
+    if engine == "atom":
+        return replace(ATOM_SERVE, **overrides)
     chunk = next(t for low, t in SGLANG_CHUNK_TOKENS_BY_HBM_BYTES if gpu.hbm_bytes >= low)
     fields: dict[str, Any] = {
         "max_num_seqs": SGLANG_MAX_RUNNING,
