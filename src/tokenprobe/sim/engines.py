@@ -141,7 +141,9 @@ PRESETS = {
             "max_prefill_tokens": ("--max-prefill-tokens",),
             "schedule_conservativeness": ("--schedule-conservativeness",),
         },
-        {"nvidia": "sglang"},
+        # sglang-rocm-aiter: 0.5 for ROCm (AITER MLA/MoE/GEMM kernels, the custom all-reduce),
+        # `sglang`'s figures carried over, not fitted (its notes; benchmarks/amd_today.py)
+        {"nvidia": "sglang", "amd": "sglang-rocm-aiter"},
         # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
         # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts.
         # sglang-rocm: 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE in their
