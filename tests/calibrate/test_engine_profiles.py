@@ -55,7 +55,7 @@ def test_every_preset_names_a_shipped_profile_fitted_for_that_engine_and_vendor(
         ("vllm-2024", "amd", "vllm-rocm"),  # ... but not on an AMD GPU
         ("trt-llm", "nvidia", "tensorrt-llm"),  # aliases live in the preset
         ("sglang-2025h1", "amd", "sglang-rocm"),  # 0.4 for ROCm (benchmarks/sglang_rocm.py)
-        ("sglang", "amd", None),  # later ROCm images (AITER, custom all-reduce): not fitted
+        ("sglang", "amd", "sglang-rocm-aiter"),  # 0.5 for ROCm: AITER, custom all-reduce
         ("tensorrt-llm", "amd", None),  # no profile fitted on AMD: the model's defaults
     ],
 )

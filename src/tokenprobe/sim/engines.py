@@ -45,6 +45,7 @@ from tokenprobe.cost import (
 )
 from tokenprobe.errors import ConfigError
 from tokenprobe.hardware import GpuSpec
+from tokenprobe.sim.atom import ATOM_SERVE
 from tokenprobe.sim.base import GUARANTEED_NO_EVICT, SGLANG_SCHEDULING, SchedulerConfig
 from tokenprobe.units import GiB
 
@@ -183,7 +184,9 @@ PRESETS = {
             "max_prefill_tokens": ("--max-prefill-tokens",),
             "schedule_conservativeness": ("--schedule-conservativeness",),
         },
-        {"nvidia": "sglang"},
+        # sglang-rocm-aiter: 0.5 for ROCm (AITER MLA/MoE/GEMM kernels, the custom all-reduce),
+        # `sglang`'s figures carried over, not fitted (its notes; benchmarks/amd_today.py)
+        {"nvidia": "sglang", "amd": "sglang-rocm-aiter"},
         # 0.4.x (Dec 2024 - May 2025): the DeepSeek-V3/R1 launch versions (Triton/FlashInfer MLA,
         # Triton block-FP8 fused MoE); 0.5 (Aug 2025) is where the `sglang` profile's data starts.
         # sglang-rocm: 0.4 for ROCm on MI300X (Triton MLA decode and block-FP8 fused MoE in their
@@ -206,6 +209,17 @@ PRESETS = {
         # (eager launches, no overlap scheduler; MLA without chunked context or block reuse) are
         # TRTLLM_SERVE_2025H1 above
         {"tensorrt-llm-2025h1": Era(("0.17.",), scheduler=TRTLLM_SERVE_2025H1)},
+    ),
+    # AMD's ATOM (ROCm/ATOM): vLLM V0's scheduler with ATOM's limits (sim/atom.py), AMD GPUs only
+    "atom": EnginePreset(
+        "atom",
+        ("rocm-atom",),
+        {
+            "max_num_seqs": ("--max-num-seqs",),
+            "max_num_batched_tokens": ("--max-num-batched-tokens",),
+            "gpu_memory_utilization": ("--gpu-memory-utilization",),
+        },
+        {},
     ),
 }
 ENGINES = tuple(PRESETS)
@@ -325,6 +339,8 @@ def engine_defaults(engine: str, gpu: GpuSpec, tp: int = 1, **overrides: Any) ->
         return vllm_defaults(gpu, **overrides)
     if engine == "tensorrt-llm":
         return replace(TRTLLM_SERVE, **overrides)
+    if engine == "atom":
+        return replace(ATOM_SERVE, **overrides)
     chunk = next(t for low, t in SGLANG_CHUNK_TOKENS_BY_HBM_BYTES if gpu.hbm_bytes >= low)
     fields: dict[str, Any] = {
         "max_num_seqs": SGLANG_MAX_RUNNING,
