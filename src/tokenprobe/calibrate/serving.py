@@ -14,9 +14,10 @@ of three load kinds, each replayed through `tokenprobe.sim` on the row's deploym
 At most `SIM_REQUESTS` requests are simulated (the row's count when smaller).
 
 Lengths: `random ... uniform in [1, L]` datasets (sglang.bench_serving's random_range_ratio 0)
-draw uniform lengths; otherwise fixed lengths at the row's mean (`isl_mean`/`osl_mean`, derived by
-the source or from its totals), since ShareGPT and early-stopping random rows have no fixed
-length. Rows with neither are skipped.
+draw uniform lengths, as do datasets that state both ranges ("input uniform in [a, b], output
+uniform in [c, d]", InferenceMAX's range ratio 0.8); otherwise fixed lengths at the row's mean
+(`isl_mean`/`osl_mean`, derived by the source or from its totals), since ShareGPT and
+early-stopping random rows have no fixed length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
 (`tokenprobe.sim.engines.engine_defaults`, which says where each comes from; a vLLM row of a
@@ -163,7 +164,21 @@ def _sglang_flags(
     )
 
 
+# a dataset cell that states both ranges, e.g. InferenceMAX's --random-range-ratio 0.8 rows:
+# "input uniform in [819, 1024], output uniform in [819, 1024]"
+UNIFORM_RANGES = re.compile(
+    r"input uniform in \[(\d+), (\d+)\].*output uniform in \[(\d+), (\d+)\]"
+)
+
+
 def _lengths(row: Mapping[str, str]) -> tuple[LengthDist, LengthDist]:
+    ranges = UNIFORM_RANGES.search(row.get("dataset", ""))
+    if ranges:
+        lo_in, hi_in, lo_out, hi_out = (int(g) for g in ranges.groups())
+        return (
+            LengthDist("uniform", low=lo_in, high=hi_in, name="input_tokens"),
+            LengthDist("uniform", low=lo_out, high=hi_out, name="output_tokens"),
+        )
     if "uniform in [1, L]" in row.get("dataset", ""):
         top_in, top_out = int_field(row, "isl"), int_field(row, "osl")
         return (
@@ -192,7 +207,11 @@ def _arrival(row: Mapping[str, str]) -> tuple[str, Arrival]:
 
 
 def _serve(
-    dep: Deployment, workload: Workload, config: SchedulerConfig, trace: int = 0
+    dep: Deployment,
+    workload: Workload,
+    config: SchedulerConfig,
+    trace: int = 0,
+    exact_steps: bool = True,
 ) -> dict[str, float]:
     if dep.attention_dp:  # its ranks each schedule their own requests (sim/sglang_dp.py)
         fleet = simulate_fleet(
@@ -201,9 +220,14 @@ def _serve(
         s = fleet.to_dict()
     else:
         # every step priced exactly (no StepMemo interpolation): a fit's residuals near its
-        # minimum are of the memo's size (<= 0.5 %), and the shipped profiles were fitted so
+        # minimum are of the memo's size (<= 0.5 %), and the shipped profiles were fitted so;
+        # a source held out of every fit may take the memo (`serving_rows(exact_steps=False)`)
         result = simulate(
-            deployment=dep, workload=workload, config=config, trace_requests=trace, exact_steps=True
+            deployment=dep,
+            workload=workload,
+            config=config,
+            trace_requests=trace,
+            exact_steps=exact_steps,
         )
         s = result.summary()
     out = {"output_throughput": float(s["output_tokens_per_s"])}
@@ -218,7 +242,9 @@ def _serve(
     return out
 
 
-def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator[Row]:
+def serving_rows(
+    row: Mapping[str, str], dp_attention: bool = False, exact_steps: bool = True
+) -> Iterator[Row]:
     """One row of an online-serving benchmark (module docstring). With `dp_attention` a row of
     dp > 1 runs attention data-parallel over its tp GPUs with the experts spread over them
     (`Deployment.attention_dp`; SGLang 0.4's --enable-dp-attention sets dp = tp, server_args.py,
@@ -272,6 +298,8 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     # the median gap between tokens is the typical step, not the mean per request: it needs the
     # token times of (a sample of) requests
     trace = ITL_TRACE_REQUESTS if "itl_median" in measured else 0
-    predict = functools.partial(_serve, workload=workload, config=config, trace=trace)
+    predict = functools.partial(
+        _serve, workload=workload, config=config, trace=trace, exact_steps=exact_steps
+    )
     key = f"{run_key(source, engine, model, dep)}/{load}"
     yield Row(source, key, engine, label, dep, measured, predict, simulated=True)
