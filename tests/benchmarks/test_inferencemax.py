@@ -79,14 +79,19 @@ def test_mapper_reads_the_rows_command_lengths_and_count() -> None:
     config = scheduler_for("vllm", row.deployment, line["notes"], line["engine_version"])
     assert (config.max_num_seqs, config.max_num_batched_tokens) == (64, 8192)
     assert config.gpu_memory_utilization == pytest.approx(0.9)
+    assert config.overlap_schedule  # --async-scheduling
     # gpt-oss's MXFP4 checkpoint, not a 16-bit one (which would leave no KV room on one GPU)
     assert row.deployment.weight_dtype.name == "mxfp4"
     assert group_of(row.label) == group_key(line) == "H200 SXM vLLM v0.13.0 gpt-oss-120b mxfp4"
 
 
-def test_sglang_row_gets_fp8_kv_and_nvfp4_weights() -> None:
-    line = _row(gpu="B200", engine="SGLang", model="DeepSeek-R1-0528-FP4-V2", tp="8")
+def test_sglang_row_gets_fp8_kv_nvfp4_weights_and_recv_interval() -> None:
+    line = _row(gpu="B200", engine="SGLang", model="DeepSeek-R1-0528-FP4-V2", tp="8",
+                concurrency="64")  # fmt: skip
     (row,) = load_rows([line]).rows
+    config = scheduler_for("sglang", row.deployment, line["notes"], line["engine_version"])
+    assert config.scheduler_recv_interval == 30  # the script's value from conc 16
+    assert (config.max_num_seqs, config.max_num_batched_tokens) == (256, 16384)
     assert row.deployment.kv_dtype.name == "fp8"  # --kv-cache-dtype fp8_e4m3
     assert row.deployment.weight_dtype.name == "fp4"  # NVFP4 (precision.py's "fp4")
 

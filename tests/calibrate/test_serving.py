@@ -133,3 +133,17 @@ def test_every_extra_csv_loads_and_most_rows_map() -> None:
         result = load_csv(path)
         assert sum(result.skipped.values()) + len(result.rows) > 0, path.name
     assert len(load_csv(DATA / "sglang_datacrunch_h200.csv").rows) == 25
+
+
+def test_vllm_async_scheduling_is_the_overlap_switch() -> None:
+    """vLLM's --async-scheduling (no value) turns on SchedulerConfig.overlap_schedule; a flag
+    that only contains the name does not."""
+    from tokenprobe.calibrate.serving import scheduler_for
+    from tokenprobe.cost import make_deployment
+
+    dep = make_deployment("llama-3.1-8b", "h100-sxm")
+    assert scheduler_for(
+        "vllm", dep, "vllm serve m --async-scheduling --max-num-seqs 8"
+    ).overlap_schedule
+    assert not scheduler_for("vllm", dep, "vllm serve m --no-async-scheduling").overlap_schedule
+    assert not scheduler_for("vllm", dep, "vllm serve m --max-num-seqs 8").overlap_schedule

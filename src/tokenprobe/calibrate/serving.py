@@ -26,9 +26,11 @@ version's KV bytes and extra weights, `tokenprobe.sim.vllm_version_defaults`), o
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
---mem-fraction-static, --max-prefill-tokens, --schedule-conservativeness, --enable-mixed-chunk and
---disable-radix-cache (then no prefix caching, and SGLang admits by the exact peak check of
-ignore_eos requests: sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens.
+--mem-fraction-static, --max-prefill-tokens, --schedule-conservativeness, --enable-mixed-chunk,
+--scheduler-recv-interval (sim/sglang_recv.py) and --disable-radix-cache (then no prefix
+caching, and SGLang admits by the exact peak check of ignore_eos requests:
+sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens. vLLM's
+--async-scheduling sets `overlap_schedule`: host work hidden under the GPU (sim/sglang_overlap.py).
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
 cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again
@@ -135,7 +137,14 @@ def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -
         max_num_batched_tokens=tokens if base.scheduling == "sglang" else max(tokens, max_seqs),
         gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
+    if _switch(notes, *flags.get("overlap_schedule", ())):
+        config = replace(config, overlap_schedule=True)
     return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+
+
+def _switch(notes: str, *names: str) -> bool:
+    """Whether a flag without a value (`--async-scheduling`) is in the serving command."""
+    return any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", notes) for n in names)
 
 
 def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> SchedulerConfig:
@@ -153,8 +162,10 @@ def _sglang_flags(
     """SGLang's scheduler settings in the serving command (sim/sglang_scheduler.py)."""
     prefill = _flag(notes, *flags.get("max_prefill_tokens", ()))
     conservativeness = _flag(notes, *flags.get("schedule_conservativeness", ()))
+    recv = _flag(notes, *flags.get("scheduler_recv_interval", ()))
     return replace(
         config,
+        scheduler_recv_interval=int(recv or config.scheduler_recv_interval),
         max_prefill_tokens=int(prefill or config.max_prefill_tokens),
         schedule_conservativeness=(
             config.schedule_conservativeness if conservativeness is None else conservativeness
