@@ -36,7 +36,7 @@ from validation_data import bias_pct, mdape_pct, run_main
 
 CSV = Path(__file__).resolve().parent / "data" / "inferencemax_agg.csv"
 SOURCE = "inferencemax"
-WIDTH = 92  # the longest group name (an ATOM image tag)
+WIDTH = 100  # the longest group name (an ATOM image tag and checkpoint)
 METRICS = (
     ("throughput", "output_throughput"),
     ("TPOT", "tpot_median"),

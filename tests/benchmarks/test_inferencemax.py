@@ -76,7 +76,9 @@ def test_mapper_reads_the_rows_command_lengths_and_count() -> None:
     assert (workload.input_len.low, workload.input_len.high) == (819, 1024)
     assert (workload.output_len.low, workload.output_len.high) == (819, 1024)
     assert workload.num_requests == 640  # 10 x conc
-    config = scheduler_for("vllm", row.deployment, line["notes"], line["engine_version"])
+    config = scheduler_for(
+        "vllm", row.deployment, line["notes"], line["engine_version"], overlap=True
+    )
     assert (config.max_num_seqs, config.max_num_batched_tokens) == (64, 8192)
     assert config.gpu_memory_utilization == pytest.approx(0.9)
     assert config.overlap_schedule  # --async-scheduling

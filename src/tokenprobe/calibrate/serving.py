@@ -30,7 +30,8 @@ flags found in the row's notes (the serving command), spelled as the engine's pr
 --scheduler-recv-interval (sim/sglang_recv.py) and --disable-radix-cache (then no prefix
 caching, and SGLang admits by the exact peak check of ignore_eos requests:
 sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens. vLLM's
---async-scheduling sets `overlap_schedule`: host work hidden under the GPU (sim/sglang_overlap.py).
+--async-scheduling sets `overlap_schedule` (host work hidden under the GPU, sim/sglang_overlap.py)
+for the held-out sources that ask for it (`overlap`, scheduler_for).
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
 cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again
@@ -118,10 +119,15 @@ def _flag(notes: str, *names: str) -> float | None:
     return None
 
 
-def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -> SchedulerConfig:
+def scheduler_for(
+    engine: str, dep: Deployment, notes: str, version: str = "", overlap: bool = False
+) -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
     `version` of the early-2025 era, `sim.vllm_version_defaults`), with the serving command's
-    overrides (module docstring)."""
+    overrides (module docstring). With `overlap`, a switch that overlaps host and GPU work
+    (vLLM's --async-scheduling) sets `overlap_schedule`; off for the sources the shipped
+    profiles were fitted on, which were fitted with that host time in series (GPUStack's 31
+    --async-scheduling rows: re-recording the `vllm` profile under it is that profile's call)."""
     base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting
     seqs = _flag(notes, *flags.get("max_num_seqs", ()))
@@ -137,7 +143,7 @@ def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -
         max_num_batched_tokens=tokens if base.scheduling == "sglang" else max(tokens, max_seqs),
         gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
-    if _switch(notes, *flags.get("overlap_schedule", ())):
+    if overlap and _switch(notes, *flags.get("overlap_schedule", ())):
         config = replace(config, overlap_schedule=True)
     return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
 
@@ -254,7 +260,10 @@ def _serve(
 
 
 def serving_rows(
-    row: Mapping[str, str], dp_attention: bool = False, exact_steps: bool = True
+    row: Mapping[str, str],
+    dp_attention: bool = False,
+    exact_steps: bool = True,
+    overlap: bool = False,
 ) -> Iterator[Row]:
     """One row of an online-serving benchmark (module docstring). With `dp_attention` a row of
     dp > 1 runs attention data-parallel over its tp GPUs with the experts spread over them
@@ -295,7 +304,7 @@ def serving_rows(
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     version = row.get("engine_version", "")
-    config = scheduler_for(engine, dep, notes, version)
+    config = scheduler_for(engine, dep, notes, version, overlap=overlap)
     if runs_sglang_04(engine, version):
         chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
         config = sglang_04_scheduler(
