@@ -28,6 +28,8 @@ import json
 import sys
 from pathlib import Path
 
+from inferencemax_commands import RANGE_RATIO, num_prompts, serving_command
+
 OUT = Path(__file__).resolve().parent / "data"
 REF = (
     "github:gminneci/mantile@1d3c259c926ecce3322c9ceface7e2f00f2de7e6:"
@@ -124,6 +126,16 @@ GPUS = {
     "mi355x-amd_0": "MI355X",
 }
 HF_IDS = {"dsr1": "deepseek-ai/DeepSeek-R1-0528", "gptoss": "openai/gpt-oss-120b"}
+# InferenceMAX's `precision: fp4` names three checkpoint formats; the checkpoint says which
+# (its config's quantization): gpt-oss-120b ships MXFP4 MoE weights (config.json
+# quantization_config.quant_method "mxfp4"), NVIDIA's DeepSeek-R1-0528-FP4(-V2) is a TensorRT
+# Model Optimizer NVFP4 checkpoint (hf_quant_config.json quant_algo "NVFP4"), AMD's
+# DeepSeek-R1-0528-MXFP4-Preview a Quark MXFP4 one (its model card)
+CHECKPOINT_FORMATS = {
+    "openai/gpt-oss-120b": "mxfp4 MoE weights",
+    "nvidia/DeepSeek-R1-0528-FP4-V2": "nvfp4",
+    "amd/DeepSeek-R1-0528-MXFP4-Preview": "mxfp4",
+}
 CONFIG_KEYS = (
     "hw",
     "framework",
@@ -198,7 +210,12 @@ def _common(row: dict[str, object], nights: int, lo: float, hi: float) -> dict[s
         if "/" in str(row["model"]) and not str(row["model"]).startswith("/")
         else HF_IDS[prefix],
         "arch": "moe",
-        "weight_precision": precision,
+        "weight_precision": (
+            f"{CHECKPOINT_FORMATS[str(row['model'])]} (checkpoint format; InferenceMAX "
+            f"precision={precision})"
+            if str(row["model"]) in CHECKPOINT_FORMATS
+            else precision
+        ),
         "gpu": GPUS[str(row["hw"])],
         "gpu_count": gpus,
         "tp": row.get("tp", ""),
@@ -240,6 +257,29 @@ def _common(row: dict[str, object], nights: int, lo: float, hi: float) -> dict[s
     }
 
 
+def _with_serving(out: dict[str, object], row: dict[str, object]) -> dict[str, object]:
+    """A single-node row with its serving command, client lengths and prompt count
+    (benchmarks/inferencemax_commands.py says where each comes from)."""
+    isl, osl, conc = int(row["isl"]), int(row["osl"]), int(row["conc"])  # type: ignore[call-overload]
+    prompts, prompts_note = num_prompts(str(row["model"]), str(row["hw"]), osl, conc)
+    command, script = serving_command(row)
+    served = f"serving command ({script}, with this row's TP/EP/conc/ISL/OSL): {command}; "
+    lo_in, lo_out = int(isl * RANGE_RATIO), int(osl * RANGE_RATIO)
+    return {
+        **out,
+        "dataset": (
+            "random (InferenceMAX bench_serving --dataset-name random --ignore-eos "
+            f"--random-range-ratio {RANGE_RATIO}: input uniform in [{lo_in}, {isl}], "
+            f"output uniform in [{lo_out}, {osl}] tokens)"
+        ),
+        "num_requests": prompts,
+        "notes": (
+            f"{out['notes']}; {served if command else ''}client: bench_serving "
+            f"--random-range-ratio {RANGE_RATIO} --num-prompts {prompts_note}"
+        ),
+    }
+
+
 def _deployment(row: dict[str, object], nights: int, lo: float, hi: float) -> dict[str, object]:
     out = _common(row, nights, lo, hi)
     decode_gpus = int(row["num_decode_gpu"])  # type: ignore[call-overload]
@@ -272,7 +312,7 @@ def _deployment(row: dict[str, object], nights: int, lo: float, hi: float) -> di
 
 def main(raw_dir: Path) -> None:
     rows = _latest(raw_dir)
-    agg = [_common(r, n, lo, hi) for r, n, lo, hi in rows if not r.get("disagg")]
+    agg = [_with_serving(_common(r, n, lo, hi), r) for r, n, lo, hi in rows if not r.get("disagg")]
     dis = [_deployment(r, n, lo, hi) for r, n, lo, hi in rows if r.get("disagg")]
     for path, header, body in (
         (OUT / "inferencemax_agg.csv", COMMON, agg),

@@ -39,6 +39,7 @@ from typing import Any
 
 import validate_deployments
 import validate_dp_rows
+import validate_inferencemax
 import validate_power
 from tokenprobe.calibrate import (
     GroupError,
@@ -347,6 +348,10 @@ def run(args: argparse.Namespace) -> int:
     energy_gpus = validate_power.energy_by_group(data.rows, profiled, validate_power.gpu_count)
     by_profile = _by_profile(default, profiled, names)
     records = _fit_records()
+    # issue 18: InferenceMAX's single-node rows (held out of every fit), per configuration group
+    inferencemax = None
+    if any(o.source.startswith(validate_inferencemax.SOURCE) for o in profiled):
+        inferencemax = validate_inferencemax.section(profiled)
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
         print(f"  {n:5d}  {reason}")
@@ -370,6 +375,7 @@ def run(args: argparse.Namespace) -> int:
                 "skipped": dict(data.skipped),
                 "deployments": deployments,
                 "dp_rows": dp_rows,
+                "inferencemax": inferencemax,
             }
         )
     )

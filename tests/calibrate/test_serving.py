@@ -133,3 +133,18 @@ def test_every_extra_csv_loads_and_most_rows_map() -> None:
         result = load_csv(path)
         assert sum(result.skipped.values()) + len(result.rows) > 0, path.name
     assert len(load_csv(DATA / "sglang_datacrunch_h200.csv").rows) == 25
+
+
+def test_vllm_async_scheduling_is_the_overlap_switch() -> None:
+    """vLLM's --async-scheduling (no value) turns on SchedulerConfig.overlap_schedule where the
+    source asks for it (held-out sources); a flag that only contains the name does not, and
+    the fitted sources keep host time in series (as the profiles were fitted)."""
+    dep = make_deployment("llama-3.1-8b", "h100-sxm")
+
+    def overlaps(notes: str, overlap: bool = True) -> bool:
+        return scheduler_for("vllm", dep, notes, overlap=overlap).overlap_schedule
+
+    assert overlaps("vllm serve m --async-scheduling --max-num-seqs 8")
+    assert not overlaps("vllm serve m --no-async-scheduling")
+    assert not overlaps("vllm serve m --max-num-seqs 8")
+    assert not overlaps("vllm serve m --async-scheduling", overlap=False)

@@ -36,6 +36,7 @@ from tokenprobe.calibrate.fit import (
     fit,
     summarize,
 )
+from tokenprobe.calibrate.inferencemax import group_key, group_of
 from tokenprobe.calibrate.observations import (
     LoadResult,
     Observation,
@@ -86,6 +87,8 @@ __all__ = [
     "fit",
     "fit_errors",
     "gpu_unavailable_reason",
+    "group_key",
+    "group_of",
     "load_csv",
     "load_inputs",
     "load_profile",

@@ -161,6 +161,7 @@ def dtype_name(text: str) -> str | None:
     t = text.lower()
     for key, name in (
         ("mxfp4", "mxfp4"),
+        ("nvfp4", "fp4"),  # precision.py: "fp4" is NVFP4 (e2m1, an e4m3 scale per 16)
         ("awq", "int4"),
         ("int4", "int4"),
         ("fp8", "fp8"),

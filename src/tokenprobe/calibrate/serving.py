@@ -14,9 +14,10 @@ of three load kinds, each replayed through `tokenprobe.sim` on the row's deploym
 At most `SIM_REQUESTS` requests are simulated (the row's count when smaller).
 
 Lengths: `random ... uniform in [1, L]` datasets (sglang.bench_serving's random_range_ratio 0)
-draw uniform lengths; otherwise fixed lengths at the row's mean (`isl_mean`/`osl_mean`, derived by
-the source or from its totals), since ShareGPT and early-stopping random rows have no fixed
-length. Rows with neither are skipped.
+draw uniform lengths, as do datasets that state both ranges ("input uniform in [a, b], output
+uniform in [c, d]", InferenceMAX's range ratio 0.8); otherwise fixed lengths at the row's mean
+(`isl_mean`/`osl_mean`, derived by the source or from its totals), since ShareGPT and
+early-stopping random rows have no fixed length. Rows with neither are skipped.
 
 Engine settings the sources do not restate are the engines' own defaults
 (`tokenprobe.sim.engines.engine_defaults`, which says where each comes from; a vLLM row of a
@@ -25,9 +26,12 @@ version's KV bytes and extra weights, `tokenprobe.sim.vllm_version_defaults`), o
 flags found in the row's notes (the serving command), spelled as the engine's preset says
 (`tokenprobe.sim.PRESETS`): vLLM --max-num-seqs, --max-num-batched-tokens,
 --gpu-memory-utilization; SGLang --max-running-requests, --chunked-prefill-size,
---mem-fraction-static, --max-prefill-tokens, --schedule-conservativeness, --enable-mixed-chunk and
---disable-radix-cache (then no prefix caching, and SGLang admits by the exact peak check of
-ignore_eos requests: sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens.
+--mem-fraction-static, --max-prefill-tokens, --schedule-conservativeness, --enable-mixed-chunk,
+--scheduler-recv-interval (sim/sglang_recv.py) and --disable-radix-cache (then no prefix
+caching, and SGLang admits by the exact peak check of ignore_eos requests:
+sim/sglang_scheduler.py); TensorRT-LLM --max_batch_size, --max_num_tokens. vLLM's
+--async-scheduling sets `overlap_schedule` (host work hidden under the GPU, sim/sglang_overlap.py)
+for the held-out sources that ask for it (`overlap`, scheduler_for).
 Each engine sizes its KV cache by its own rule (`SchedulerConfig.memory_rule`; vLLM's from the
 profile run at the server's own limits) and keeps prefix caching on (vLLM v1, SGLang's radix
 cache, TensorRT-LLM's block reuse), so a preempted request finds its computed blocks again
@@ -116,10 +120,15 @@ def _flag(notes: str, *names: str) -> float | None:
     return None
 
 
-def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -> SchedulerConfig:
+def scheduler_for(
+    engine: str, dep: Deployment, notes: str, version: str = "", overlap: bool = False
+) -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
     `version` of the early-2025 era, `sim.vllm_version_defaults`), with the serving command's
-    overrides (module docstring)."""
+    overrides (module docstring). With `overlap`, a switch that overlaps host and GPU work
+    (vLLM's --async-scheduling) sets `overlap_schedule`; off for the sources the shipped
+    profiles were fitted on, which were fitted with that host time in series (GPUStack's 31
+    --async-scheduling rows: re-recording the `vllm` profile under it is that profile's call)."""
     base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting
     seqs = _flag(notes, *flags.get("max_num_seqs", ()))
@@ -135,7 +144,14 @@ def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -
         max_num_batched_tokens=tokens if base.scheduling == "sglang" else max(tokens, max_seqs),
         gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
+    if overlap and _switch(notes, *flags.get("overlap_schedule", ())):
+        config = replace(config, overlap_schedule=True)
     return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+
+
+def _switch(notes: str, *names: str) -> bool:
+    """Whether a flag without a value (`--async-scheduling`) is in the serving command."""
+    return any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", notes) for n in names)
 
 
 def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> SchedulerConfig:
@@ -153,8 +169,10 @@ def _sglang_flags(
     """SGLang's scheduler settings in the serving command (sim/sglang_scheduler.py)."""
     prefill = _flag(notes, *flags.get("max_prefill_tokens", ()))
     conservativeness = _flag(notes, *flags.get("schedule_conservativeness", ()))
+    recv = _flag(notes, *flags.get("scheduler_recv_interval", ()))
     return replace(
         config,
+        scheduler_recv_interval=int(recv or config.scheduler_recv_interval),
         max_prefill_tokens=int(prefill or config.max_prefill_tokens),
         schedule_conservativeness=(
             config.schedule_conservativeness if conservativeness is None else conservativeness
@@ -164,7 +182,21 @@ def _sglang_flags(
     )
 
 
+# a dataset cell that states both ranges, e.g. InferenceMAX's --random-range-ratio 0.8 rows:
+# "input uniform in [819, 1024], output uniform in [819, 1024]"
+UNIFORM_RANGES = re.compile(
+    r"input uniform in \[(\d+), (\d+)\].*output uniform in \[(\d+), (\d+)\]"
+)
+
+
 def _lengths(row: Mapping[str, str]) -> tuple[LengthDist, LengthDist]:
+    ranges = UNIFORM_RANGES.search(row.get("dataset", ""))
+    if ranges:
+        lo_in, hi_in, lo_out, hi_out = (int(g) for g in ranges.groups())
+        return (
+            LengthDist("uniform", low=lo_in, high=hi_in, name="input_tokens"),
+            LengthDist("uniform", low=lo_out, high=hi_out, name="output_tokens"),
+        )
     if "uniform in [1, L]" in row.get("dataset", ""):
         top_in, top_out = int_field(row, "isl"), int_field(row, "osl")
         return (
@@ -198,6 +230,7 @@ def _serve(
     config: SchedulerConfig,
     trace: int = 0,
     engine: str | None = None,
+    exact_steps: bool = True,
 ) -> dict[str, float]:
     if dep.attention_dp:  # its ranks each schedule their own requests (sim/sglang_dp.py)
         # dispatched and padded as `engine` does (its preset: SGLang round-robins, no padding),
@@ -209,9 +242,14 @@ def _serve(
         s = fleet.to_dict()
     else:
         # every step priced exactly (no StepMemo interpolation): a fit's residuals near its
-        # minimum are of the memo's size (<= 0.5 %), and the shipped profiles were fitted so
+        # minimum are of the memo's size (<= 0.5 %), and the shipped profiles were fitted so;
+        # a source held out of every fit may take the memo (`serving_rows(exact_steps=False)`)
         result = simulate(
-            deployment=dep, workload=workload, config=config, trace_requests=trace, exact_steps=True
+            deployment=dep,
+            workload=workload,
+            config=config,
+            trace_requests=trace,
+            exact_steps=exact_steps,
         )
         s = result.summary()
     out = {"output_throughput": float(s["output_tokens_per_s"])}
@@ -226,7 +264,12 @@ def _serve(
     return out
 
 
-def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator[Row]:
+def serving_rows(
+    row: Mapping[str, str],
+    dp_attention: bool = False,
+    exact_steps: bool = True,
+    overlap: bool = False,
+) -> Iterator[Row]:
     """One row of an online-serving benchmark (module docstring). With `dp_attention` a row of
     dp > 1 runs attention data-parallel over its tp GPUs with the experts spread over them
     (`Deployment.attention_dp`; SGLang 0.4's --enable-dp-attention sets dp = tp, server_args.py,
@@ -266,7 +309,7 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
         raise SkipRowError("no throughput or latency figure")
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     version = row.get("engine_version", "")
-    config = scheduler_for(engine, dep, notes, version)
+    config = scheduler_for(engine, dep, notes, version, overlap=overlap)
     if runs_sglang_04(engine, version):
         chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
         config = sglang_04_scheduler(
@@ -281,7 +324,12 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     # token times of (a sample of) requests
     trace = ITL_TRACE_REQUESTS if "itl_median" in measured else 0
     predict = functools.partial(
-        _serve, workload=workload, config=config, trace=trace, engine=engine
+        _serve,
+        workload=workload,
+        config=config,
+        trace=trace,
+        engine=engine,
+        exact_steps=exact_steps,
     )
     key = f"{run_key(source, engine, model, dep)}/{load}"
     yield Row(source, key, engine, label, dep, measured, predict, simulated=True)

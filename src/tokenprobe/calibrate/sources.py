@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tokenprobe.calibrate.inferencemax import inferencemax_rows
 from tokenprobe.calibrate.mlenergy import mlenergy_rows
 from tokenprobe.calibrate.observations import (
     LoadResult,
@@ -344,6 +345,8 @@ MAPPERS: dict[str, Callable[[Mapping[str, str]], Iterator[Row]]] = {
     "oci_mi300x_vllm": _amd_rocm,
     # a second energy-per-token source: TokenPowerBench on GH200 (calibrate/tokenpowerbench.py)
     "tokenpowerbench": tokenpowerbench_rows,
+    # InferenceMAX nightly single-node runs, held out of every fit (calibrate/inferencemax.py)
+    "inferencemax": inferencemax_rows,
 }
 """source_id prefix -> mapper. A new source is one entry here."""
 

@@ -61,6 +61,8 @@ class SchedulerConfig:
         tensor-parallel server: sim/sglang_overlap.py). Off by default.
     schedule_policy: the order in which SGLang's scheduler takes waiting requests: "fcfs", or
         "lpm" (longest cached prefix first; SGLang 0.4's default: sim/sglang_scheduler.py).
+    scheduler_recv_interval: SGLang's --scheduler-recv-interval: with N > 1 new requests are
+        taken in only every N decode steps (sim/sglang_recv.py). 1 (SGLang's default): every step.
     """
 
     max_num_seqs: int = 256
@@ -78,13 +80,20 @@ class SchedulerConfig:
     enable_mixed_chunk: bool = False
     overlap_schedule: bool = False
     schedule_policy: str = FCFS
+    scheduler_recv_interval: int = 1
 
     def __post_init__(self) -> None:
         window = self.batch_window_s
         ok = isinstance(window, int | float) and not isinstance(window, bool)
         if not ok or not 0 <= window <= MAX_BATCH_WINDOW_S:
             raise ConfigError("batch_window_s", window, f"a time in [0, {MAX_BATCH_WINDOW_S}] s")
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_prefill_tokens"):
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "block_size",
+            "max_prefill_tokens",
+            "scheduler_recv_interval",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(name, value, "an integer >= 1")

@@ -147,6 +147,10 @@ PRESETS = {
             "max_num_seqs": ("--max-num-seqs",),
             "max_num_batched_tokens": ("--max-num-batched-tokens",),
             "gpu_memory_utilization": ("--gpu-memory-utilization",),
+            # a switch: the scheduler plans step k+1 while the GPU runs step k
+            # (SchedulerConfig.overlap_schedule, sim/sglang_overlap.py; vLLM's
+            # `async_scheduling`, vllm/config/scheduler.py, 0.10.2+)
+            "overlap_schedule": ("--async-scheduling",),
         },
         # vllm-rocm: vLLM for ROCm (AMD's rocm/vllm images) on MI300X, fitted on AMD's tables;
         # vllm-blackwell: vLLM 0.11 on B200 (sm100 kernels), fitted on ML.ENERGY's B200 runs
@@ -183,6 +187,7 @@ PRESETS = {
             "gpu_memory_utilization": ("--mem-fraction-static",),
             "max_prefill_tokens": ("--max-prefill-tokens",),
             "schedule_conservativeness": ("--schedule-conservativeness",),
+            "scheduler_recv_interval": ("--scheduler-recv-interval",),
         },
         # sglang-rocm-aiter: 0.5 for ROCm (AITER MLA/MoE/GEMM kernels, the custom all-reduce),
         # `sglang`'s figures carried over, not fitted (its notes; benchmarks/amd_today.py)

@@ -17,6 +17,7 @@ from tokenprobe.sim.base import (
 )
 from tokenprobe.sim.continuous import ContinuousScheduler
 from tokenprobe.sim.kv import BlockPool
+from tokenprobe.sim.sglang_recv import SglangRecvScheduler
 from tokenprobe.sim.sglang_scheduler import SglangScheduler
 from tokenprobe.sim.state import Ledger
 from tokenprobe.sim.static import StaticScheduler
@@ -28,6 +29,8 @@ SchedulerClass = Callable[[SchedulerConfig, BlockPool, Ledger], Scheduler]
 def continuous(config: SchedulerConfig, pool: BlockPool, ledger: Ledger) -> Scheduler:
     """Continuous batching under the engine policy `config.scheduling` names."""
     if config.scheduling == SGLANG_SCHEDULING:
+        if config.scheduler_recv_interval > 1:  # --scheduler-recv-interval (sim/sglang_recv.py)
+            return SglangRecvScheduler(config, pool, ledger)
         return SglangScheduler(config, pool, ledger)
     if config.scheduling == VLLM_V0_SCHEDULING:
         return VllmV0Scheduler(config, pool, ledger)
