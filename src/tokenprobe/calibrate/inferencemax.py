@@ -9,11 +9,9 @@ generic online-serving mapper (`calibrate.serving.serving_rows`) reads its engin
 TensorRT-LLM's --max_batch_size / --max_num_tokens), its lengths (uniform in [0.8 L, L]) and its
 prompt count. Rows the simulator cannot express are refused here with the reason, counted by
 `sources.load_rows`:
-- AMD ATOM (`rocm/atom` images): no engine preset exists for it (which preset, if any, is the
-  AMD engine work's decision);
 - TensorRT-LLM with `enable_attention_dp: true`: its attention-DP ranks are not the serving
   replay's TP attention (TensorRT-LLM mechanisms are the TRT work's).
-GPUs without a catalog mapping (MI325X, MI355X) are refused by `observations.gpu_name`.
+AMD's ATOM rows run with the `atom` preset (sim/atom.py) and no profile (nothing public to fit).
 """
 
 from __future__ import annotations
@@ -45,8 +43,6 @@ def group_of(label: str) -> str:
 
 def inferencemax_rows(row: Mapping[str, str]) -> Iterator[Row]:
     """One InferenceMAX row (module docstring)."""
-    if row.get("engine", "").strip().upper() == "ATOM":
-        raise SkipRowError("InferenceMAX: AMD ATOM has no engine preset")
     notes = row.get("notes", "")
     if "TensorRT" in row.get("engine", "") and "dp_attention=true" in notes:
         raise SkipRowError("InferenceMAX: TensorRT-LLM attention DP (enable_attention_dp)")

@@ -142,6 +142,10 @@ def gpu_name(text: str, source: str) -> str:
         return "gh200"
     if "MI300X" in t:
         return "mi300x"
+    if "MI325X" in t:
+        return "mi325x"
+    if "MI355X" in t:
+        return "mi355x"
     if "H200" in t:
         return "h200"
     if "H100" in t:
