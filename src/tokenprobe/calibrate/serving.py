@@ -73,8 +73,7 @@ from tokenprobe.sim import (
     SchedulerConfig,
     engine_defaults,
     engine_preset,
-    runs_sglang_04,
-    sglang_04_scheduler,
+    server_config,
     simulate,
     simulate_fleet,
     vllm_version_defaults,
@@ -118,14 +117,15 @@ def _flag(notes: str, *names: str) -> float | None:
 def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
     `version` of the early-2025 era, `sim.vllm_version_defaults`), with the serving command's
-    overrides (module docstring)."""
+    overrides (module docstring), as the server of that version runs them (`sim.server_config`:
+    SGLang 0.4's settings, applied after the command's, as its server_args.py does)."""
     base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting
     seqs = _flag(notes, *flags.get("max_num_seqs", ()))
-    tokens = _flag(notes, *flags.get("max_num_batched_tokens", ()))
+    chunk_flag = _flag(notes, *flags.get("max_num_batched_tokens", ()))
     util = _flag(notes, *flags.get("gpu_memory_utilization", ()))
     max_seqs = int(seqs or base.max_num_seqs)
-    tokens = int(tokens or base.max_num_batched_tokens)
+    tokens = int(chunk_flag or base.max_num_batched_tokens)
     config = replace(
         base,
         max_num_seqs=max_seqs,
@@ -134,7 +134,8 @@ def scheduler_for(engine: str, dep: Deployment, notes: str, version: str = "") -
         max_num_batched_tokens=tokens if base.scheduling == "sglang" else max(tokens, max_seqs),
         gpu_memory_utilization=util or base.gpu_memory_utilization,
     )
-    return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+    config = _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+    return server_config(engine, dep, config, version, chunk_flag=chunk_flag is not None)
 
 
 def _base_scheduler(engine: str, dep: Deployment, notes: str, version: str) -> SchedulerConfig:
@@ -259,11 +260,6 @@ def serving_rows(row: Mapping[str, str], dp_attention: bool = False) -> Iterator
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     version = row.get("engine_version", "")
     config = scheduler_for(engine, dep, notes, version)
-    if runs_sglang_04(engine, version):
-        chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
-        config = sglang_04_scheduler(
-            config, dep.gpu, dp_attention=dp > 1, chunk_flag=chunk_flag is not None
-        )
     require_kv_room(dep, config, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"
