@@ -241,9 +241,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     """Per-layer operator terms for every group of identical layers (per GPU). Routed experts
     see every token of the step (spread over the GPUs that hold them); the rest sees this GPU's
     share (`local_shape`)."""
-    ab = dep.act_dtype.bytes_per_element
-    if ab < 2:  # fp8/int8 activations are quantized inside the GEMM; tensors move in 16-bit
-        ab = 2.0
+    ab = activation_bytes_per_element(dep.act_dtype)  # tensors move in 16-bit under fp8 GEMMs
     wb = dep.weight_dtype.bytes_per_element  # the routed experts'
     db = dense_weight_bytes(dep)  # attention, dense MLP and shared experts
     kb = dep.kv_dtype.bytes_per_element
