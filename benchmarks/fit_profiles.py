@@ -123,6 +123,7 @@ from typing import Any
 import fit_blackwell
 import fit_trtllm_era
 import sglang_rocm
+from repo_paths import DATA_DIR, PROFILES_DIR
 from tokenprobe.calibrate import (
     DEFAULT_PARAMETERS,
     Params,
@@ -139,11 +140,11 @@ from tokenprobe.calibrate.fit import METHODS, POWER_METRICS, POWER_PREFIX, fit, 
 from tokenprobe.calibrate.observations import LoadResult, observe
 from tokenprobe.calibrate.profile import FitError, Profile
 from tokenprobe.cost import DEFAULT_POWER
+from validation_data import BESIDE_REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIR = ROOT.parent / "shared" / "validation"
-EXTRA_DIR = ROOT / "benchmarks" / "data"  # public serving measurements not in shared/validation
-OUT_DIR = ROOT / "src" / "tokenprobe" / "calibrate" / "profiles"
+DEFAULT_DIR = BESIDE_REPO
+EXTRA_DIR = DATA_DIR  # public serving measurements not in shared/validation
+OUT_DIR = PROFILES_DIR
 CSVS = (
     "argonne_llm_inference_bench.csv",
     "trtllm_v0.9.0_static_batch.csv",
@@ -299,6 +300,18 @@ def _power_errors(name: str, rows: list[Row], before: Params, after: Params) -> 
     return fit_errors(name, summarize(b), summarize(a))
 
 
+def _with_power_errors(
+    profile: Profile, rows: tuple[list[Row], list[Row]], before: Params, after: Params
+) -> tuple[FitError, ...]:
+    """The profile's error records with its power/energy ones replaced by those of `before` ->
+    `after` on the (fitted, held-out) power rows (`_power_rows`; no held-out set when empty)."""
+    fitted, held = rows
+    errors = [e for e in profile.errors if e.metric not in ENERGY_METRICS]
+    errors += _power_errors("fitted", fitted, before, after)
+    errors += _power_errors("held_out", held, before, after) if held else []
+    return tuple(errors)
+
+
 def _power_rows(rows: list[Row], profile: Profile) -> tuple[list[Row], list[Row]]:
     """The profile's rows with power or energy measured: (on the power fit's GPUs, the rest)."""
     mine = [
@@ -322,15 +335,12 @@ def fit_power(rows: list[Row], profile: Profile) -> Profile:
     names = POWER_PARAMETERS.get(profile.name, POWER_PARAMETERS["default"])
     # no ridge: 243 rows identify two parameters, 8 rows one
     result = fit(fitted, names, start, metrics=POWER_METRICS, ridge=0.0, max_iterations=60)
-    errors = [e for e in profile.errors if e.metric not in ENERGY_METRICS]
-    errors += _power_errors("fitted", fitted, start, result.params)
-    errors += _power_errors("held_out", held, start, result.params) if held else []
     params = [p for p in profile.parameters if not p.startswith(POWER_PREFIX)]
     return replace(
         profile,
         power=result.params.power,
         parameters=(*params, *result.fitted),
-        errors=tuple(errors),
+        errors=_with_power_errors(profile, (fitted, held), start, result.params),
     )
 
 
@@ -342,10 +352,7 @@ def rerecord_power(rows: list[Row], profile: Profile) -> Profile:
         return profile
     start = Params(profile.efficiency, DEFAULT_POWER)
     shipped = Params(profile.efficiency, profile.power)
-    errors = [e for e in profile.errors if e.metric not in ENERGY_METRICS]
-    errors += _power_errors("fitted", fitted, start, shipped)
-    errors += _power_errors("held_out", held, start, shipped) if held else []
-    return replace(profile, errors=tuple(errors))
+    return replace(profile, errors=_with_power_errors(profile, (fitted, held), start, shipped))
 
 
 def _start(spec: dict[str, Any]) -> Params | None:

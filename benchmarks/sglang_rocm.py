@@ -45,9 +45,9 @@ fitted on H200), which the profile starts from:
   `Efficiency.allreduce_extra_latency_s` (cost/comm.py), added to every TP all-reduce's
   seconds, not host time: SGLang 0.4's overlap loop (sim/sglang_overlap.py), which these plain
   TP 8 servers run, hides host time under the GPU's but not this. (Before the overlap loop was
-  modelled the profile refitted `step_overhead_s` to 12 ms in its place; hidden by the loop,
-  that 12 ms left the fitted rows at throughput 15.4 %, TPOT 13.9 %, TTFT 4.0 % and the
-  held-out offline rows at 19.8 %.) `step_overhead_s` is the era's (3.84 ms, `sglang-2025h1`).
+  modelled the profile refitted `step_overhead_s` to 12 ms in its place, with mla_attention
+  0.9; hidden by the loop, that 12 ms leaves the errors of the grid's point (0.9, 0) below.)
+  `step_overhead_s` is the era's (3.84 ms, `sglang-2025h1`).
   The fit puts the extra cost at 70 us a call, 80 us with the link's 10 us: 3x the small-
   message latency rccl-tests measures, so it likely also carries what a barrier of 8 GPUs costs
   122 times a step on top of the collective itself (each all-reduce waits for the slowest
@@ -65,7 +65,8 @@ What ships: mla_attention 0.6, allreduce_extra_latency_s 70 us, the best point o
 the 9 fitted (online) runs by the sum of their three MdAPEs (throughput, TPOT, TTFT), with
 step_overhead_s at the era's 3.84 ms (benchmarks/validate.py prices the rows with SGLang 0.4's
 overlap loop and lpm queue). The grid (throughput / TPOT / TTFT MdAPE %; latency in us):
-  mla 0.9, latency 0: 15.4 / 13.9 / 4.0 (as at the 12 ms step: the overlap loop hides both)
+  mla 0.9, latency 0: 15.4 / 13.9 / 4.0, held-out offline 19.8 (the profile's earlier fit: its
+           12 ms step is hidden by the overlap loop)
   mla 0.8:  0 12.3/11.3/3.9,  60 8.7/11.2/3.3,  90 8.5/5.9/2.9, 120 8.1/5.8/2.6,
            130 7.1/6.9/2.5, 140 6.2/4.6/2.4, 150 5.2/5.6/2.3, 160 5.3/6.5/2.2, 180 8.2/10.3/2.4,
            210 15.8/20.8/2.7
@@ -105,9 +106,9 @@ caveat of section 11).
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from repo_paths import PROFILES_DIR
 from tokenprobe.calibrate import load_profile, save_profile
 from tokenprobe.units import MICRO
 
@@ -130,7 +131,6 @@ SPEC: dict[str, Any] = {
 # the grid point that ships (module docstring; the profile's notes list the grid)
 # step_overhead_s stays the era's (the overlap loop hides it; the RCCL time is GPU-side)
 SHIPPED = {"mla_attention": 0.6, "allreduce_extra_latency_s": 70 * MICRO}
-OUT = Path(__file__).resolve().parents[1] / "src" / "tokenprobe" / "calibrate" / "profiles"
 NOTES = (
     "from sglang-2025h1 (the same SGLang 0.4 Triton kernels) with the two figures ROCm "
     "changes (benchmarks/sglang_rocm.py): mla_attention 0.6 (the Triton MLA decode's HIP "
@@ -138,11 +138,10 @@ NOTES = (
     "in each of a step's 122 TP all-reduces: SGLang 0.4 on ROCm ran without its custom "
     "all-reduce, sgl-project/sglang PR #3406; GPU-side time, which SGLang 0.4's overlap loop "
     "does not hide), step_overhead_s the era's; the best of a grid on the 9 fitted (online) "
-    "runs by the sum of their MdAPEs: throughput 3.3, TPOT 3.6, TTFT 3.0 %, held-out offline "
-    "throughput 4.3 % (the grid is in "
-    "benchmarks/sglang_rocm.py). It replaces step_overhead_s 12 ms with mla_attention 0.9, "
-    "fitted before the overlap loop was modelled, which hides that 12 ms: online 15.4/13.9/4.0 "
-    "%, held-out offline 19.8 % under the loop. Errors recorded by --rerecord (before: "
+    "runs by the sum of their MdAPEs (the grid, each point's errors: benchmarks/sglang_rocm.py; "
+    "this point's: the [fit] records). It replaces step_overhead_s 12 ms with mla_attention "
+    "0.9, fitted before the overlap loop was modelled, which hides that 12 ms (its errors "
+    "under the loop: the grid's point 0.9 / 0). Errors recorded by --rerecord (before: "
     "sglang-2025h1's parameters)"
 )
 
@@ -162,7 +161,7 @@ def main() -> int:
         parameters=tuple(SHIPPED),
         errors=(),
     )
-    print(save_profile(profile, OUT / f"{NAME}.toml"))
+    print(save_profile(profile, PROFILES_DIR / f"{NAME}.toml"))
     return 0
 
 

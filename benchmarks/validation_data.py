@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from repo_paths import REPO_ROOT
+
 ENV_VAR = "TOKENPROBE_VALIDATION_DIR"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BESIDE_REPO = REPO_ROOT.parent / "shared" / "validation"
 EXIT_MISSING = 2
 

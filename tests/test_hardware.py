@@ -223,6 +223,9 @@ def test_reported_memory_is_the_sold_capacity_less_a_small_carve_out(gpu: GpuSpe
     takes 1/16); a sold "80GB" read as 80e9 bytes would fail this for the HBM parts."""
     if gpu.hbm_reported_bytes is not None:
         assert 0.93 * gpu.hbm_bytes <= gpu.hbm_reported_bytes <= gpu.hbm_bytes
+    if gpu.cuda_total_bytes is not None:  # CUDA's total: below nvidia-smi's (driver reserve)
+        assert gpu.hbm_reported_bytes is not None
+        assert 0.99 * gpu.hbm_reported_bytes <= gpu.cuda_total_bytes < gpu.hbm_reported_bytes
 
 
 # --- lookup ------------------------------------------------------------------------------------
@@ -338,6 +341,7 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
         ('"TA1"', '"H100"', ["h100", "taken"]),
         ("[test-accel-1]", '["Test Accel"]', ["Test Accel", "lower case"]),
         ("hbm_gib = 64", "hbm_gib = = 64", ["not valid TOML"]),
+        ("hbm_gib = 64", "hbm_gib = 64\ncuda_total_gib = 0", ["cuda_total_gib", "0"]),
     ],
 )  # fmt: skip
 def test_bad_user_file_names_the_key_and_value(

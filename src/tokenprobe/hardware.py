@@ -129,6 +129,7 @@ class GpuSpec:
     sources: tuple[str, ...]
     sm_clock_hz: float | None = None
     hbm_reported_bytes: float | None = None  # memory.total as nvidia-smi prints it
+    cuda_total_bytes: float | None = None  # total of torch.cuda.mem_get_info (what vLLM sizes by)
     c2c_bytes_per_s: float | None = None  # CPU-GPU link replacing PCIe (GH200), one direction
     topology: TopologySpec | None = None  # None: a user file without [topology] (one domain)
 
@@ -189,7 +190,8 @@ _GPU_REQUIRED = (
     "pcie_gen", "pcie_lanes", "link", "sources",
 )  # fmt: skip
 _GPU_OPTIONAL = (
-    "aliases", "boost_clock_mhz", "memory_reported_mib", "c2c_gb_per_s_per_direction", "topology",
+    "aliases", "boost_clock_mhz", "memory_reported_mib", "cuda_total_gib",
+    "c2c_gb_per_s_per_direction", "topology",
 )  # fmt: skip
 _LINK_KEYS = ("kind", "gb_per_s_per_direction", "latency_us")
 _TOPOLOGY_KEYS = ("gpus_per_node", "scale_up_gpus", "nic_gbit_per_s", "nic_latency_us")
@@ -209,6 +211,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "latency_us": (1e-6, 1e7),
     "boost_clock_mhz": (1e-3, 1e6),
     "memory_reported_mib": (1e-3, 1e9),
+    "cuda_total_gib": (1e-6, 1e5),
     "c2c_gb_per_s_per_direction": (1e-6, 1e6),
     "dram_gib": (1e-6, 1e8),
     "dram_gb_per_s": (1e-6, 1e6),
@@ -357,6 +360,7 @@ def _parse_gpu(table: _Table, name: str) -> GpuSpec:
         sources=table.texts("sources", non_empty=True),
         sm_clock_hz=_scaled(table.optional_positive("boost_clock_mhz"), MEGA),
         hbm_reported_bytes=_scaled(table.optional_positive("memory_reported_mib"), MiB),
+        cuda_total_bytes=_scaled(table.optional_positive("cuda_total_gib"), GiB),
         c2c_bytes_per_s=_scaled(table.optional_positive("c2c_gb_per_s_per_direction"), GIGA),
         topology=_parse_topology(table.sub("topology")) if "topology" in table.data else None,
     )

@@ -86,3 +86,20 @@ def get_dtype(name: str, field: str = "dtype") -> Dtype:
     if key not in DTYPES:
         raise ConfigError(field, name, f"one of {', '.join(DTYPES)}")
     return DTYPES[key]
+
+
+# Activations a layer keeps (the residual stream, the profile run's per-token tensors, a
+# recurrent layer's state) and sends between GPUs (the TP all-reduce, the EP combine, the
+# embedding output) are 16-bit even when the GEMMs take fp8 or fp4 inputs: a W8A8 linear
+# quantizes its bf16/fp16 input inside the call and writes its output in the input's dtype
+# (vllm-project/vllm@646ad5a478f8ac4174d2cb200999951ab8edd4e7:vllm/model_executor/layers/
+# quantization/utils/w8a8_utils.py apply_fp8_linear: ops.scaled_fp8_quant(input_2d, ..) then
+# cutlass_scaled_mm(qinput, .., out_dtype=input.dtype)), so only the GEMM's operand is 8-bit.
+MIN_ACTIVATION_BYTES_PER_ELEMENT = 2.0
+
+
+def activation_bytes_per_element(act_dtype: Dtype) -> float:
+    """Bytes of one activation element held in memory or sent between GPUs: the compute
+    dtype's, at least 16-bit (fp8/fp4 GEMM inputs are quantized inside the kernel from bf16/fp16
+    activations; `MIN_ACTIVATION_BYTES_PER_ELEMENT`); fp32 activations stay 4 bytes."""
+    return max(act_dtype.bytes_per_element, MIN_ACTIVATION_BYTES_PER_ELEMENT)

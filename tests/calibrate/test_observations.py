@@ -36,6 +36,10 @@ ARGONNE = {
         ("vLLM", "0.11.1 (per ML.ENERGY blog)", "vllm"),
         ("vLLM", "not pinned (2024)", "vllm-2024"),
         ("vLLM", "0.5.3.post1 (GH200)", "vllm-2024"),
+        # a "v" prefix is read as every release is (cost.engine_release): 0.6 is the 2024 line
+        ("vLLM", "v0.6.0", "vllm-2024"),
+        ("vLLM", "v0.10.2", "vllm"),
+        ("vLLM", "1.0.0", "vllm"),
         ("TensorRT-LLM", "0.14.0", "tensorrt-llm"),
         ("SGLang", "0.4.1", "sglang-2025h1"),  # SGLang 0.4's DeepSeek-era kernels
         ("SGLang", "0.5.3", "sglang"),

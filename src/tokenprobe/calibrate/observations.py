@@ -24,6 +24,7 @@ from tokenprobe.cost import (
     Deployment,
     Efficiency,
     PowerModel,
+    engine_release,
     make_deployment,
 )
 from tokenprobe.errors import ConfigError, TokenprobeError
@@ -114,6 +115,8 @@ def observe(
 
 # ------------------------------------------------------------------------------ field parsing
 
+VLLM_CURRENT_FROM = (0, 10, 0)  # the `vllm` profile's releases (V1 only, ML.ENERGY v3's 0.11.1)
+
 
 def engine_name(engine: str, version: str) -> str:
     """Normalised engine (and era) name of a row: vllm, vllm-2024, tensorrt-llm, ..."""
@@ -124,12 +127,11 @@ def engine_name(engine: str, version: str) -> str:
         era = None
     if era is not None:
         return era
-    if e == "vllm":
-        v = version.strip()
-        major_minor = v.split(" ")[0].split(".")[:2]
-        if len(major_minor) == 2 and major_minor[0] == "0" and major_minor[1].isdigit():
-            return "vllm" if int(major_minor[1]) >= 10 else "vllm-2024"
-        return "vllm-2024" if "2024" in v else "vllm"
+    if e == "vllm":  # the releases outside the eras (module docstring)
+        release = engine_release(version)  # "v0.6.0", "0.10.1rc1 (ROCm)": read once, there
+        if release is not None:
+            return "vllm" if release >= VLLM_CURRENT_FROM else "vllm-2024"
+        return "vllm-2024" if "2024" in version else "vllm"  # "not pinned (2024)"
     try:
         return engine_preset(e).name  # aliases live in the engine presets
     except ConfigError:

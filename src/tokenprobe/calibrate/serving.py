@@ -78,8 +78,7 @@ from tokenprobe.sim import (
     engine_defaults,
     engine_preset,
     rank_router_for,
-    runs_sglang_04,
-    sglang_04_scheduler,
+    server_config,
     simulate,
     simulate_fleet,
     vllm_version_defaults,
@@ -125,17 +124,19 @@ def scheduler_for(
 ) -> SchedulerConfig:
     """The engine's default scheduler on this GPU (`sim.engines.engine_defaults`; for a vLLM
     `version` of the early-2025 era, `sim.vllm_version_defaults`), with the serving command's
-    overrides (module docstring). With `overlap`, a switch that overlaps host and GPU work
-    (vLLM's --async-scheduling) sets `overlap_schedule`; off for the sources the shipped
-    profiles were fitted on, which were fitted with that host time in series (GPUStack's 31
-    --async-scheduling rows: re-recording the `vllm` profile under it is that profile's call)."""
+    overrides (module docstring), as the server of that version runs them (`sim.server_config`:
+    SGLang 0.4's settings, applied after the command's, as its server_args.py does). With
+    `overlap`, a switch that overlaps host and GPU work (vLLM's --async-scheduling) sets
+    `overlap_schedule`; off for the sources the shipped profiles were fitted on, which were
+    fitted with that host time in series (GPUStack's 31 --async-scheduling rows: re-recording
+    the `vllm` profile under it is that profile's call)."""
     base = _base_scheduler(engine, dep, notes, version)
     flags = engine_preset(engine).flags  # the preset's spellings of each setting
     seqs = _flag(notes, *flags.get("max_num_seqs", ()))
-    tokens = _flag(notes, *flags.get("max_num_batched_tokens", ()))
+    chunk_flag = _flag(notes, *flags.get("max_num_batched_tokens", ()))
     util = _flag(notes, *flags.get("gpu_memory_utilization", ()))
     max_seqs = int(seqs or base.max_num_seqs)
-    tokens = int(tokens or base.max_num_batched_tokens)
+    tokens = int(chunk_flag or base.max_num_batched_tokens)
     config = replace(
         base,
         max_num_seqs=max_seqs,
@@ -146,7 +147,8 @@ def scheduler_for(
     )
     if overlap and _switch(notes, *flags.get("overlap_schedule", ())):
         config = replace(config, overlap_schedule=True)
-    return _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+    config = _sglang_flags(config, notes, flags) if base.scheduling == "sglang" else config
+    return server_config(engine, dep, config, version, chunk_flag=chunk_flag is not None)
 
 
 def _switch(notes: str, *names: str) -> bool:
@@ -310,11 +312,6 @@ def serving_rows(
     source = f"{SOURCE_PREFIX.get(row['source_id'], row['source_id'])}_{engine}"
     version = row.get("engine_version", "")
     config = scheduler_for(engine, dep, notes, version, overlap=overlap)
-    if runs_sglang_04(engine, version):
-        chunk_flag = _flag(notes, *engine_preset(engine).flags["max_num_batched_tokens"])
-        config = sglang_04_scheduler(
-            config, dep.gpu, dp_attention=dp > 1, chunk_flag=chunk_flag is not None
-        )
     require_kv_room(dep, config, input_len.expected + output_len.expected)
     label = f"{row['model']} {dep.gpu.name} tp{dep.tp} {load} {input_len.expected:.0f}/"
     label += f"{output_len.expected:.0f}"

@@ -20,8 +20,7 @@ from tokenprobe.sim import (
     engine_defaults,
     engine_preset,
     is_vllm_era,
-    runs_sglang_04,
-    sglang_04_scheduler,
+    server_config,
     vllm_version_defaults,
 )
 
@@ -55,7 +54,5 @@ def server_defaults(engine: str, dep: Deployment, engine_version: str | None) ->
         return vllm_version_defaults(dep, engine_version)
     if is_vllm_era(engine):
         return vllm_version_defaults(dep, engine)
-    config = engine_defaults(engine, dep.gpu, dep.tp)
-    if runs_sglang_04(engine):  # --chunked-prefill-size, if given, applies after this
-        return sglang_04_scheduler(config, dep.gpu, dp_attention=dep.attention_dp, chunk_flag=False)
-    return config
+    # an SGLang 0.4 era's settings; --max-num-batched-tokens, if given, applies after this
+    return server_config(engine, dep, engine_defaults(engine, dep.gpu, dep.tp))

@@ -9,9 +9,10 @@ Where the file gives them, a generation also has the energy of one CUDA-core ins
 thread's FP32 FMA lane) and, per weight format its kernels unpack in CUDA cores before a 16-bit
 MMA (MXFP4 on Hopper), the instructions that costs per weight element (`dequant_j_per_element`).
 
-A catalog GPU with an `sm_count` also has the share of its SMs that the engines' tensor-parallel
-all-reduce kernels occupy (`comm_sm_share`, catalog/energy.toml: 36 blocks, one an SM, in vLLM's
-custom all-reduce): the rest of the die is clock-gated while a step waits on that exchange.
+A catalog GPU with an `sm_count` also has the share of its SMs that exposed communication
+occupies (`comm_sm_share`: vLLM's custom all-reduce's limit of 36 blocks, one an SM,
+`VLLM_CUSTOM_ALLREDUCE_MAX_BLOCKS`, catalog/energy.toml, taken for every kind of exchange): the
+rest of the die is clock-gated while a step waits on an exchange.
 
 A catalog GPU with `die_power_of` runs another catalog GPU's die at that GPU's clocks (the same
 datasheet peaks) under a higher board limit (GH200's 900 W over H100 SXM's 700 W): its dynamic
@@ -39,7 +40,13 @@ from tokenprobe.precision import get_dtype
 from tokenprobe.units import BITS_PER_BYTE, PICO
 
 CATALOG = "energy.toml"
-ALLREDUCE_BLOCKS = 36  # vLLM's custom all-reduce grid, one 512-thread block an SM (energy.toml)
+# The SMs an exchange between GPUs runs on while a step waits for it: vLLM's custom all-reduce
+# launches at most 36 blocks of 512 threads, one an SM (vllm-project/vllm@036bb685581dbedcd6cf7
+# fc845fe87268c7d1191:csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce block_limit = 36;
+# catalog/energy.toml). It stands for every kind of exposed communication (cost/energy.py gates
+# all of a step's `comm_s` by `comm_sm_share`: the TP all-reduce, the EP exchange, the rest):
+# NCCL's kernels "also only take a small amount of SMs" (that file's comment).
+VLLM_CUSTOM_ALLREDUCE_MAX_BLOCKS = 36
 U_GEMM = 0.8  # fraction of the dense peak a large GEMM sustains at the power limit (energy.toml)
 DEFAULT_MEMORY = "hbm3"
 
@@ -57,7 +64,8 @@ class EnergyFigures:
     source: str
     cuda_op_j: float = 0.0  # J per CUDA-core instruction lane (0: no figure)
     dequant_ops_per_element: Mapping[str, float] = field(default_factory=dict)
-    # share of the SMs the TP all-reduce kernels run on (1: unknown, the whole die counted busy)
+    # share of the SMs exposed communication runs on (vLLM's custom all-reduce's block limit
+    # over sm_count; 1: unknown, the whole die counted busy)
     comm_sm_share: float = 1.0
     # dynamic power the die draws at most, W: the TDP − idle of the board whose die and clocks
     # it runs (energy.toml `die_power_of`); None: the board's own power limit is the ceiling
@@ -193,7 +201,7 @@ def energy_figures(gpu: GpuSpec) -> EnergyFigures:
         ops = gen.get("dequant_ops_per_element", {})
         dequant = {get_dtype(k).name: float(v) for k, v in ops.items()}
         if "sm_count" in entry:
-            comm_share = min(1.0, ALLREDUCE_BLOCKS / float(entry["sm_count"]))
+            comm_share = min(1.0, VLLM_CUSTOM_ALLREDUCE_MAX_BLOCKS / float(entry["sm_count"]))
         source = f"catalog/{CATALOG}: generation {generation}, memory {memory}"
         if "die_power_of" in entry:  # the board runs that GPU's die at its clocks (energy.toml)
             donor = get_gpu(str(entry["die_power_of"]))

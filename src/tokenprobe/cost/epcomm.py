@@ -94,7 +94,6 @@ MODES = ("auto", "normal", "low-latency")  # DeepEP kernels (SGLang --deepep-mod
 DISPATCH_DTYPES = ("auto", "fp8", "bf16")
 FP8_SCALE_GROUP = 128  # channels per fp32 scale (DeepEP / SGLang per-token-group quantisation)
 FP8_BYTES_PER_ELEMENT = 1 + 4 / FP8_SCALE_GROUP
-BF16_BYTES_PER_ELEMENT = 2.0
 MAX_REDUNDANT_EXPERTS = 1 << 12
 
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tokenprobe.cost.epbalance import ep_imbalance, random_routing_imbalance, reach_probability
-from tokenprobe.cost.epcomm import BF16_BYTES_PER_ELEMENT, FP8_BYTES_PER_ELEMENT
+from tokenprobe.cost.epcomm import FP8_BYTES_PER_ELEMENT
+from tokenprobe.precision import activation_bytes_per_element
 
 if TYPE_CHECKING:
     from tokenprobe.cost.deployment import Deployment
@@ -55,7 +56,7 @@ def dispatch_bytes_per_element(dep: Deployment) -> float:
         dtype = "fp8" if fp8 else "bf16"
     if dtype == "fp8":
         return FP8_BYTES_PER_ELEMENT
-    return max(dep.act_dtype.bytes_per_element, BF16_BYTES_PER_ELEMENT)
+    return activation_bytes_per_element(dep.act_dtype)
 
 
 def copies_per_token(dep: Deployment, kind: str) -> tuple[float, float]:
@@ -101,7 +102,7 @@ def hop_bytes(dep: Deployment, tokens: Any, prefill: bool) -> list[tuple[Any, An
     link_c, nic_c = copies_per_token(dep, kind)
     h = dep.model.hidden_size
     out = []
-    combine = max(dep.act_dtype.bytes_per_element, BF16_BYTES_PER_ELEMENT)
+    combine = activation_bytes_per_element(dep.act_dtype)
     for bpe in (dispatch_bytes_per_element(dep), combine):
         per_token = h * bpe
         out.append((tokens * per_token * link_c, tokens * per_token * nic_c))

@@ -40,6 +40,7 @@ from tokenprobe.cost.vllm_mla_profile import (
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.model import state_bytes_per_seq
+from tokenprobe.precision import activation_bytes_per_element
 from tokenprobe.units import GiB
 
 DEFAULT_RUNTIME_BYTES = 1.0 * GiB
@@ -134,7 +135,7 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
 
 def activation_bytes_per_gpu(dep: Deployment, budget: MemoryBudget = DEFAULT_BUDGET) -> float:
     m = dep.model
-    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    ab = activation_bytes_per_element(dep.act_dtype)
     widest = max(
         g.mix.qkv_out + 2 * max(g.ffn.mlp_inner, g.ffn.expert_inner) for g in group_coeffs(dep)
     )
@@ -150,7 +151,7 @@ def state_bytes_per_seq_per_gpu(dep: Deployment) -> float:
     (Gated DeltaNet, Mamba-2) conv and SSM states in the model dtype (vLLM's `auto` mamba cache
     dtype; fp32 where the config says so), this GPU's layers and heads; 0 for attention-only
     models. Under attention DP a sequence lives on one GPU: amortised over the dp GPUs."""
-    sb = max(dep.act_dtype.bytes_per_element, 2.0)
+    sb = activation_bytes_per_element(dep.act_dtype)
     per_gpu = sum(g.layers * state_bytes_per_seq(g.mix, sb) for g in group_coeffs(dep))
     return per_gpu / dep.dp
 

@@ -59,6 +59,7 @@ from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.epbalance import ep_imbalance, physical_experts
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
+from tokenprobe.precision import activation_bytes_per_element
 
 # Activation passes over T x hidden per layer outside the matmuls: 2 RMSNorm (read + write),
 # 2 residual adds (2 reads + 1 write), RoPE on q/k (~1): about 10 (vLLM fused kernels do less).
@@ -240,9 +241,7 @@ def layer_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     """Per-layer operator terms for every group of identical layers (per GPU). Routed experts
     see every token of the step (spread over the GPUs that hold them); the rest sees this GPU's
     share (`local_shape`)."""
-    ab = dep.act_dtype.bytes_per_element
-    if ab < 2:  # fp8/int8 activations are quantized inside the GEMM; tensors move in 16-bit
-        ab = 2.0
+    ab = activation_bytes_per_element(dep.act_dtype)  # tensors move in 16-bit under fp8 GEMMs
     wb = dep.weight_dtype.bytes_per_element  # the routed experts'
     db = dense_weight_bytes(dep)  # attention, dense MLP and shared experts
     kb = dep.kv_dtype.bytes_per_element
@@ -360,7 +359,7 @@ def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     """Once per step (on the first/last pipeline stage): embedding lookup and LM head."""
     m = dep.model
     h, vocab_gpu = m.hidden_size, m.vocab_size / dep.dense_tp
-    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    ab = activation_bytes_per_element(dep.act_dtype)
     # quantized checkpoints keep embeddings and LM head in 16-bit (AWQ, FP8 and NVFP4 recipes)
     hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
     shape = local_shape(dep, shape)

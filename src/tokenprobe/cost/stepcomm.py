@@ -26,6 +26,7 @@ from tokenprobe.cost.epexchange import (
     overlapped_s,
 )
 from tokenprobe.cost.shape import BatchShape
+from tokenprobe.precision import activation_bytes_per_element
 
 
 def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def comm_breakdown(dep: Deployment, shape: BatchShape) -> dict[str, Any]:
 
 def comm_volumes(dep: Deployment, shape: BatchShape) -> tuple[Any, int, Any, int]:
     """(all-reduce bytes, all-reduces, all-to-all bytes, all-to-alls) of one pass."""
-    act_bytes = shape.tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
+    act_bytes = shape.tokens * dep.model.hidden_size * activation_bytes_per_element(dep.act_dtype)
     # one all-reduce per row-parallel output: the mixer's o_proj and the MLP's down_proj
     # (2 per layer; 1 for Nemotron-H's mixer-only and MLP-only blocks)
     allreduces = dep.model.row_parallel_outputs if dep.dense_tp > 1 else 0

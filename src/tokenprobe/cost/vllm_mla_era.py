@@ -55,6 +55,7 @@ import math
 
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.release import engine_release
+from tokenprobe.precision import activation_bytes_per_element
 
 VLLM_FULL_KV_RULE = "vllm-0.7.0-mla-as-mha"
 VLLM_MLA_2025H1_RULE = "vllm-0.7-mla"
@@ -117,5 +118,5 @@ def mla_rule_profile_moe_bytes_per_gpu(dep: Deployment, rule: str, batched_token
         return 0.0
     rows = min(batched_tokens, FUSED_MOE_CHUNK_TOKENS) * moe.experts_per_token
     inner = moe.expert_intermediate_size / (1 if dep.expert_parallel else dep.tp)
-    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    ab = activation_bytes_per_element(dep.act_dtype)
     return rows * (2 * inner + inner + dep.model.hidden_size) * ab

@@ -17,8 +17,8 @@ the byte). Three terms the era rule lacked, each read from that log or vLLM's/NC
 
 1. `total_gpu_memory` is what CUDA reports (`torch.cuda.mem_get_info`), 139.81 GiB on an H200,
    not the 141 GiB sold (nvidia-smi: 143,771 MiB = 140.4 GiB; the driver keeps the rest):
-   `cuda_total_bytes`, known for the GPUs a vLLM log of ours names (`CUDA_TOTAL_BYTES`), the
-   catalog's figure elsewhere.
+   `cuda_total_bytes`: the catalog's `cuda_total_gib` (`GpuSpec.cuda_total_bytes`, catalog/
+   gpus.toml, known for the GPUs a vLLM log of ours names), the catalog's HBM elsewhere.
 2. Activations: the profile run pushes max_num_batched_tokens tokens through the MLA prefill path
    (`MLACommonImpl._forward_prefill`, vllm/attention/backends/mla/utils.py in 0.7.1-0.7.3;
    `DeepseekV2Attention.forward` in 0.7.0: the same tensors), which holds per token and GPU, at
@@ -59,11 +59,9 @@ from __future__ import annotations
 from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.vllm_mla_era import VLLM_MLA_RULES
 from tokenprobe.hardware import GpuSpec
-from tokenprobe.units import GiB, MiB
+from tokenprobe.precision import activation_bytes_per_element
+from tokenprobe.units import MiB
 
-# torch.cuda.mem_get_info's total in a vLLM log ("total_gpu_memory (139.81GiB)", vLLM 0.7.3 on
-# 8 x H200, module docstring)
-CUDA_TOTAL_BYTES = {"h200": 139.81 * GiB}
 # NCCL's NVLS buffers (vllm-project/vllm issue 9699's NCCL log, module docstring)
 NVLS_CHANNELS = 24  # nvlsPerRankSize 301989888 / (2 x (4194304 + 2097152))
 NVLS_BUFF_BYTES = 4 * MiB  # buffSize 4194304
@@ -74,9 +72,9 @@ VLLM_TP_NCCL_COMMUNICATORS = 2  # GroupCoordinator: pynccl + torch device_group
 
 
 def cuda_total_bytes(gpu: GpuSpec) -> float:
-    """The GPU memory CUDA reports (what vLLM multiplies by gpu_memory_utilization): a vLLM
-    log's figure where one is known, else the catalog's HBM."""
-    return CUDA_TOTAL_BYTES.get(gpu.name, gpu.hbm_bytes)
+    """The GPU memory CUDA reports (what vLLM multiplies by gpu_memory_utilization): the
+    catalog's `cuda_total_gib` where a vLLM log gave it, else the catalog's HBM."""
+    return gpu.cuda_total_bytes if gpu.cuda_total_bytes is not None else gpu.hbm_bytes
 
 
 def nvls_bytes_per_gpu(dep: Deployment) -> float:
@@ -103,26 +101,26 @@ def mla_prefill_bytes_per_token_per_gpu(dep: Deployment) -> float:
     qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     latent = mla.q_lora_rank + 2 * mla.kv_lora_rank + mla.qk_rope_head_dim
     per_head = 3 * qk + (mla.qk_nope_head_dim + mla.v_head_dim) + mla.v_head_dim
-    ab = max(dep.act_dtype.bytes_per_element, 2.0)
+    ab = activation_bytes_per_element(dep.act_dtype)
     return (3 * h + latent + heads * per_head) * ab
+
+
+def _era_applies(dep: Deployment, rule: str) -> bool:
+    """Whether `rule` is a vLLM 0.7 MLA rule and `dep` an MLA model: what the three terms
+    below (the profile run's, module docstring) need."""
+    return rule in VLLM_MLA_RULES and dep.model.mla is not None
 
 
 def era_usable_bytes(dep: Deployment, rule: str, utilization: float) -> float | None:
     """total_gpu_memory x gpu_memory_utilization under a vLLM 0.7 MLA rule; None otherwise."""
-    if rule not in VLLM_MLA_RULES or dep.model.mla is None:
-        return None
-    return cuda_total_bytes(dep.gpu) * utilization
+    return cuda_total_bytes(dep.gpu) * utilization if _era_applies(dep, rule) else None
 
 
 def era_runtime_bytes(dep: Deployment, rule: str) -> float:
     """Non-torch memory a vLLM 0.7 MLA rule adds to the runtime parameter (NVLS); 0 otherwise."""
-    if rule not in VLLM_MLA_RULES or dep.model.mla is None:
-        return 0.0
-    return nvls_bytes_per_gpu(dep)
+    return nvls_bytes_per_gpu(dep) if _era_applies(dep, rule) else 0.0
 
 
 def era_prefill_bytes_per_token(dep: Deployment, rule: str) -> float:
     """The MLA prefill path's per-token activation bytes under a vLLM 0.7 MLA rule; 0 otherwise."""
-    if rule not in VLLM_MLA_RULES:
-        return 0.0
-    return mla_prefill_bytes_per_token_per_gpu(dep)
+    return mla_prefill_bytes_per_token_per_gpu(dep) if _era_applies(dep, rule) else 0.0

@@ -65,7 +65,7 @@ from tokenprobe.sim.runconfig import (
 )
 from tokenprobe.sim.scenarios import SCENARIOS, Scenario, ScenarioPart, get_scenario
 from tokenprobe.sim.schedulers import SCHEDULERS
-from tokenprobe.sim.sglang_dp import runs_sglang_04, sglang_04_scheduler
+from tokenprobe.sim.sglang_dp import runs_sglang_04, server_config, sglang_04_scheduler
 from tokenprobe.sim.vllm_v0 import (
     is_vllm_era,
     runs_v0,
@@ -121,6 +121,7 @@ __all__ = [
     "runs_v0",
     "scheduler_name",
     "scheduler_of",
+    "server_config",
     "sglang_04_scheduler",
     "simulate",
     "simulate_fleet",

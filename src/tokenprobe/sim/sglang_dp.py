@@ -42,11 +42,15 @@ does not apply (rows of other versions keep the engine's own defaults).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tokenprobe.hardware import GpuSpec
 from tokenprobe.sim.base import LPM, SchedulerConfig
 from tokenprobe.sim.engines import PRESETS, engine_era, engine_preset
 from tokenprobe.units import MiB
+
+if TYPE_CHECKING:
+    from tokenprobe.cost import Deployment
 
 SGLANG_04_ERA = "sglang-2025h1"  # the era whose 0.4 server_args.py this module transcribes
 DP_CHUNK_DIVISOR = 2  # chunked_prefill_size // 2 with --enable-dp-attention (0.4.x)
@@ -84,4 +88,25 @@ def sglang_04_scheduler(
         config,
         max_num_batched_tokens=max(1, chunk // DP_CHUNK_DIVISOR),
         schedule_conservativeness=config.schedule_conservativeness * DP_CONSERVATIVENESS_FACTOR,
+    )
+
+
+def server_config(
+    engine: str,
+    dep: Deployment,
+    config: SchedulerConfig,
+    version: str = "",
+    *,
+    chunk_flag: bool = False,
+) -> SchedulerConfig:
+    """The scheduler the server of `engine` (of `version`) runs for `dep`, from `config` (the
+    engine's defaults, with the serving command's flags where the caller has them): an SGLang
+    0.4 server's settings (`sglang_04_scheduler`; its --enable-dp-attention ones when `dep`
+    runs attention DP; `chunk_flag`: the command set --chunked-prefill-size), any other
+    server's `config` unchanged. The one place the 0.4 rule is applied: calibrate's
+    `scheduler_for` (every replayed row) and `simulate`'s server defaults call it."""
+    if not runs_sglang_04(engine, version):
+        return config
+    return sglang_04_scheduler(
+        config, dep.gpu, dp_attention=dep.attention_dp, chunk_flag=chunk_flag
     )
