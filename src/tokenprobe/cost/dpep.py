@@ -58,6 +58,7 @@ from tokenprobe.cost.shape import BatchShape
 from tokenprobe.cost.step import host_time_s, op_costs
 from tokenprobe.cost.stepcomm import offload_step_s
 from tokenprobe.errors import ConfigError
+from tokenprobe.precision import activation_bytes_per_element
 
 # run on the EP GPUs for every rank's tokens (the busiest GPU's excess rows too: ops.py)
 SHARED_OPS = frozenset({"experts", EXPERT_EXCESS})
@@ -98,7 +99,7 @@ def rank_work_s(dep: Deployment, shape: BatchShape) -> float:
 
 
 def _act_bytes(dep: Deployment, tokens: float) -> float:
-    return tokens * dep.model.hidden_size * max(dep.act_dtype.bytes_per_element, 2.0)
+    return tokens * dep.model.hidden_size * activation_bytes_per_element(dep.act_dtype)
 
 
 def shared_moe_s(
