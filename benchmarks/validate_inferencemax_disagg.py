@@ -17,7 +17,10 @@ loop of C users; the fleet simulator takes open-loop arrivals, so it is replayed
 deployment_replay.py does (C requests at t = 0, the rest at the constant rate that holds C in
 flight by the run's own E2E, Little's law), with each request at the mean lengths 0.9 L (the
 rows' own throughput x E2E gives 0.87-1.0 C in flight at that mean, a check on the lengths, not
-a fit) and at most `PROMPTS_CAP` x C requests (the clients send 5-10 x C).
+a fit). The client's own prompts a user (5-10 x C: the first C, sent at once, are 1/5-1/10 of the
+requests, so the median TTFT is mostly the steady state's), but at most `REQUESTS_CAP` in all
+unless 2 a user need more (C >= 3,000, 15 rows: there half the requests are the first burst);
+the search starts from C over a cost-model guess at the E2E.
 
 Compared per row: output throughput (per decode GPU, InferenceMAX's `output_tput_per_gpu`; the
 ratio is that of the totals), median TPOT and median TTFT. The rows' median ITL is not compared:
@@ -27,7 +30,8 @@ Nothing is fitted on these rows; a row whose configuration has no recipe or that
 express is not covered and says why.
 
 Usage: python benchmarks/validate_inferencemax_disagg.py [--rows] [--framework NAME ...]
-[--limit N]; prints a table per (hardware, framework, model, precision, spec), then one JSON line.
+[--limit N] [--every N]; prints a table per (hardware, framework, model, precision, spec), then
+one JSON line.
 """
 
 from __future__ import annotations
@@ -49,8 +53,16 @@ from inferencemax_recipes import RANGE_RATIO, RECIPES, Recipe, Worker
 from tokenprobe.calibrate import load_profile, profile_name_for
 from tokenprobe.calibrate.observations import SkipRowError, float_field, int_field
 from tokenprobe.calibrate.serving import _flag, scheduler_for
-from tokenprobe.cost import Deployment, EpComm, SpecDecode, ep_comm_from_flags, make_deployment
-from tokenprobe.errors import TokenprobeError
+from tokenprobe.cost import (
+    BatchShape,
+    Deployment,
+    EpComm,
+    SpecDecode,
+    ep_comm_from_flags,
+    make_deployment,
+    step_cost,
+)
+from tokenprobe.errors import ConfigError, TokenprobeError
 from tokenprobe.files import read_text
 from tokenprobe.sim import SchedulerConfig, simulate_fleet
 from tokenprobe.units import MILLI
@@ -60,7 +72,7 @@ from validation_data import bias_pct, mdape_pct, run_main
 
 CSV = Path(__file__).resolve().parent / "data" / "deployments" / "inferencemax_disagg.csv"
 METRICS = ("throughput", "tpot", "ttft")
-PROMPTS_CAP = 3  # requests simulated per user at most (the clients send 5-10)
+REQUESTS_CAP = 6000  # requests simulated at most, unless 2 a user need more (docstring)
 ITL_TRACE = 64  # requests whose token times are kept (the median TPOT needs none)
 WORKERS = re.compile(
     r"prefill: (\d+) workers x TP\d+ EP\d+ dp_attention=\w+ \((\d+) GPUs\); "
@@ -225,8 +237,10 @@ def predict(row: Mapping[str, str]) -> tuple[dict[str, float], str, dict[str, An
             raise SkipRowError(f"not expressible: {exc}") from None
         return res.to_dict()
 
-    n = min(recipe.prompts_per_user, PROMPTS_CAP) * c
-    d, rate, held = closed_loop(run, n, c, isl, osl)
+    n = min(recipe.prompts_per_user, max(2, REQUESTS_CAP // c)) * c
+    d, rate, held = closed_loop(
+        run, n, c, isl, osl, c / _e2e_guess_s(recipe, d_dep, d_cfg, spec, c)
+    )
     decode_gpus = recipe.decode.gpus * recipe.decode_workers
     out = {
         "throughput": float(d["output_tokens_per_s"]),
@@ -237,6 +251,21 @@ def predict(row: Mapping[str, str]) -> tuple[dict[str, float], str, dict[str, An
     note = f"{split} {_side(recipe.prefill)} / {_side(recipe.decode)}"
     note += f", mtp:{recipe.mtp_k}" if spec else ""
     return out, note + f", c{c} as {rate:.3g} req/s ({held:.0f} in flight)", extra
+
+
+def _e2e_guess_s(
+    recipe: Recipe, dep: Deployment, config: SchedulerConfig, spec: SpecDecode | None, c: int
+) -> float:
+    """The closed loop's first guess at a request's E2E (only where its search starts): the
+    output tokens at one decode step each of a worker's share of the users (at most its
+    running limit, the rest waiting their turn), at the mid-output context."""
+    mean = (1 + RANGE_RATIO) / 2
+    isl, osl = mean * recipe.isl, mean * recipe.osl
+    users = max(1, c // recipe.decode_workers)
+    batch = min(users, config.max_num_seqs)
+    step_s = step_cost(dep, BatchShape.decode(batch, round(isl + osl / 2))).time_s
+    per_step = spec.tokens_per_step if spec else 1.0
+    return osl / per_step * step_s * max(1.0, users / batch)
 
 
 def _side(w: Worker) -> str:
@@ -296,19 +325,21 @@ def print_summary(summary: Mapping[str, Any]) -> None:
 
 
 def section(
-    rows: bool = False, frameworks: Sequence[str] = (), limit: int | None = None
+    rows: bool = False, frameworks: Sequence[str] = (), limit: int | None = None, every: int = 1
 ) -> dict[str, Any]:
-    """Replay the rows (those of `frameworks`, the first `limit`), print the table and return
-    the JSON-ready summary (benchmarks/validate_deployments.py calls it)."""
+    """Replay the rows (those of `frameworks`, every `every`-th, the first `limit`), print the
+    table and return the JSON-ready summary (benchmarks/validate_deployments.py calls it)."""
     selected = [
         r for r in load_rows() if not frameworks or any(f in r["notes"] for f in frameworks)
     ]
-    replays = [replay(r) for r in selected[:limit]]
-    if rows:
-        for r in replays:
+    replays = []
+    for row in selected[::every][:limit]:
+        r = replay(row)
+        replays.append(r)
+        if rows:  # as each is replayed (a full run takes minutes)
             errs = " ".join(f"{m} {100 * e:+6.1f}%" for m, e in r.errors().items())
             print(f"{' '.join(r.group):40} {r.label:30} {errs or 'not covered: ' + r.why}"
-                  f"{'  [' + r.note + ']' if r.note else ''}")  # fmt: skip
+                  f"{'  [' + r.note + ']' if r.note else ''}", flush=True)  # fmt: skip
     summary = summarize(replays)
     print_summary(summary)
     return {"file": CSV.name, **summary}
@@ -322,9 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only rows of this InferenceMAX framework (dynamo-trt, dynamo-sglang, sglang-disagg)",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, default=None, help="the first N rows only")
+    parser.add_argument("--every", type=int, default=1, help="every N-th row only (a sample)")
     args = parser.parse_args(argv)
     try:
-        out = section(args.rows, args.framework, args.limit)
+        if args.every < 1:
+            raise ConfigError("every", args.every, "an integer >= 1")
+        out = section(args.rows, args.framework, args.limit, args.every)
     except TokenprobeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
