@@ -332,6 +332,7 @@ def section(
     selected = [
         r for r in load_rows() if not frameworks or any(f in r["notes"] for f in frameworks)
     ]
+    selected.sort(key=lambda r: int_field(r, "concurrency"))  # the cheap ones first
     replays = []
     for row in selected[::every][:limit]:
         r = replay(row)
