@@ -127,3 +127,16 @@ def test_a_row_without_its_entry_is_not_covered_and_says_why() -> None:
     assert r.predicted is None and "no recipe entry" in r.why
     summary = vi.summarize([r])
     assert summary["not_covered"] == {r.why: 1} and summary["by_group"][-1]["covered"] == 0
+
+
+def test_validate_deployments_hands_the_csv_to_this_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate_deployments replays inferencemax_disagg.csv here, not through the generic PD
+    path (whose one-deployment fleet cannot express its workers); one real row stands for it."""
+    import validate_deployments as vd
+
+    row = _row("dynamo-sglang", "1024", "4", "2 workers")
+    monkeypatch.setattr(vi, "load_rows", lambda path=vi.CSV: [row])
+    out = vd.section(only=["inferencemax"])
+    assert out["files"] == [] and out["by_kind"] == []
+    assert out["inferencemax_disagg"]["by_group"][-1]["covered"] == 1
+    assert "inferencemax_disagg" not in vd.section(only=["inferencemax"], kinds=["dpep"])
