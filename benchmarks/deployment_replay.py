@@ -177,13 +177,15 @@ def closed_loop_trace(n: int, c: int, rate_per_s: float, isl: int, osl: int) -> 
 
 
 def closed_loop(
-    run: Callable[[Arrival], dict[str, Any]], n: int, c: int, isl: int, osl: int
-) -> tuple[dict[str, Any], float, float]:
+    run: Callable[[Arrival], dict[str, Any]], n: int, c: int, isl: int, osl: int,
+    first_rate_per_s: float | None = None,
+) -> tuple[dict[str, Any], float, float]:  # fmt: skip
     """The run whose constant rate holds C requests in flight by its own E2E (docstring), with
     that rate (1/s) and the requests it holds in flight, r x E2E. Secant steps on x = log r
     for g(x) = log(r x E2E / C), which rises with r; once runs on both sides of g = 0 are
-    known a step leaving that bracket bisects it instead. The run nearest g = 0 is kept."""
-    x, prev = math.log(float(c)), None  # first guess: r = C / (1 s)
+    known a step leaving that bracket bisects it instead. The run nearest g = 0 is kept.
+    `first_rate_per_s`: the first guess (default C / 1 s), e.g. C over an estimated E2E."""
+    x, prev = math.log(first_rate_per_s or float(c)), None  # first guess: r = C / (1 s)
     lo, hi = -math.inf, math.inf  # x known to give too few / too many requests in flight
     best: tuple[float, dict[str, Any], float] | None = None
     for _ in range(CLOSED_LOOP_STEPS):

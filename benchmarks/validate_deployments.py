@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import validate_inferencemax_disagg
 from deployment_replay import KINDS, REPORTED, Replay, replay
 from tokenprobe.calibrate import load_profile, shipped_profiles
 from tokenprobe.errors import SchemaError, TokenprobeError
@@ -119,6 +120,9 @@ def section(only: Sequence[str] = (), kinds: Sequence[str] = (), params: str = "
     if not paths:
         print(f"\ndeployments: no CSV in {DATA_DIR.name}/ matches {' '.join(only)}")
         return {"params": params, "files": [], "by_kind": [], "not_covered": {}}
+    # InferenceMAX's multi-node PD rows have their own replay (per-worker recipes, attention DP)
+    imax = validate_inferencemax_disagg.CSV
+    paths, with_imax = [p for p in paths if p != imax], imax in paths
     selected = [r for r in load_rows(paths) if not kinds or r["kind"] in kinds]
     replays = [replay(r, params) for r in selected]
     if aggregated:
@@ -130,7 +134,10 @@ def section(only: Sequence[str] = (), kinds: Sequence[str] = (), params: str = "
                   f"{'  [' + r.note + ']' if r.note else ''}")  # fmt: skip
     summary = summarize(replays)
     print_summary(summary, params)
-    return {"params": params, "files": [p.name for p in paths], **summary}
+    out = {"params": params, "files": [p.name for p in paths], **summary}
+    if with_imax and (not kinds or "pd" in kinds):
+        out["inferencemax_disagg"] = validate_inferencemax_disagg.section(rows)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,7 +95,7 @@ def rank_work_s(dep: Deployment, shape: BatchShape) -> float:
     if dep.dense_tp > 1:
         n = dep.model.row_parallel_outputs
         allreduce = n * allreduce_time_s(dep, _act_bytes(dep, shape.tokens), dep.dense_tp)
-    return float(own * dep.pp + allreduce + host_time_s(dep, shape))
+    return float(own * dep.pp + allreduce + host_time_s(dep, _scaled(shape, dep.dp)))
 
 
 def _act_bytes(dep: Deployment, tokens: float) -> float:

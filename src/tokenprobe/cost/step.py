@@ -121,9 +121,13 @@ def rates(dep: Deployment, rows: Any) -> tuple[Any, float]:
 def host_time_s(dep: Deployment, shape: BatchShape) -> Any:
     """Host work the GPU does not hide: once per step, plus per sequence stepped (sampling,
     input rows, detokenization; `Efficiency.seq_overhead_s`), plus once in a step with prompt
-    tokens (`Efficiency.mixed_step_overhead_s`). Numbers or arrays (sweep.py)."""
+    tokens (`Efficiency.mixed_step_overhead_s`). Numbers or arrays (sweep.py).
+    Under attention DP `shape` is the whole step and each of the `dep.dp` ranks' schedulers
+    steps its own 1/dp of the sequences, in parallel (SGLang starts one scheduler process a DP
+    rank, sgl-project/sglang `managers/data_parallel_controller.py`; vLLM one engine core a
+    rank, cost/dpep.py), so a step waits for one rank's share, as the gang step has it."""
     eff = dep.efficiency
-    host = eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows
+    host = eff.step_overhead_s + eff.seq_overhead_s * shape.logit_rows / dep.dp
     if not eff.mixed_step_overhead_s:
         return host
     # a step with prompt tokens, where the engine cannot replay it as one CUDA graph

@@ -308,6 +308,8 @@ def simulate_fleet(
     host_model: HostModel | None = None,
     engine_in_api_server: bool = False,
     pd_handoff: str | None = None,
+    prefill_deployment: Deployment | None = None,
+    prefill_config: SchedulerConfig | None = None,
 ) -> ClusterResult | DisaggResult | DpEpResult | DpFleetResult:
     """Several copies of `deployment`, each simulated as `simulate` simulates one: `replicas`
     data-parallel replicas behind `router` (sim/cluster.py), or with `disaggregate` ("1p3d")
@@ -322,10 +324,19 @@ def simulate_fleet(
     `engine_in_api_server`: each replica is a server of its own with that front end, as
     `simulate` has it (replicas only: a disaggregated or DP deployment's front end is not
     simulated yet). `pd_handoff`: with `disaggregate`, "sglang" or "proxy" (sim/pd_handoff.py;
-    default SGLang's own for an SGLang `engine`, else the proxy's)."""
+    default SGLang's own for an SGLang `engine`, else the proxy's). With `disaggregate`, an
+    attention-DP `deployment` (and `dp` 1) is each decode worker: one engine whose step is the
+    cost model's attention-DP step, its ranks balanced (sim/disagg.py); `prefill_deployment`
+    and `prefill_config`: the prefill workers' own parallelism and scheduler flags (SGLang PD
+    and Dynamo start each side with its own; default the decode side's, `prefill_tp`)."""
     if disaggregate is None and pd_handoff is not None:
         raise ConfigError("pd_handoff", pd_handoff, "--pd-handoff with --disaggregate")
-    if disaggregate is None and (prefill_tp is not None or decode_tp is not None):
+    if disaggregate is None and (
+        prefill_tp is not None
+        or decode_tp is not None
+        or prefill_deployment is not None
+        or prefill_config is not None
+    ):
         raise ConfigError(
             "prefill_tp", prefill_tp, "--prefill-tp / --decode-tp with --disaggregate"
         )
@@ -351,9 +362,11 @@ def simulate_fleet(
                 deployment, api_server_processes, host, host_model, engine_in_api_server
             )[0]
 
+    # a disaggregated worker's attention-DP ranks step as one balanced engine (docstring)
+    gang = dp > 1 or (deployment.attention_dp and disaggregate is None)
     spec = None
     if spec_decode is not None:
-        if dp > 1 or deployment.attention_dp:
+        if gang:
             raise ConfigError("spec_decode", spec_decode.label(), "not with --dp (yet)")
         run_config = replace(run_config, deployment=with_spec(run_config.deployment, spec_decode))
         spec = SpecRun.of(deployment, spec_decode)
@@ -367,7 +380,7 @@ def simulate_fleet(
     )
     step_fn = StepMemo(config_step_fn(deployment, config, cost_step_fn(deployment)))
     blocks = capacity_blocks(deployment, config)
-    if dp > 1 or deployment.attention_dp:
+    if gang:
         if disaggregate is not None:
             raise ConfigError("dp", dp, "--dp without --disaggregate")
         if replicas != 1:  # a fleet of DP groups (sim/dpep_fleet.py)
@@ -386,13 +399,23 @@ def simulate_fleet(
             raise ConfigError("replicas", replicas, "either --replicas or --disaggregate")
         split = Split.parse(disaggregate)
         prefill = None
-        if prefill_tp is not None and prefill_tp != deployment.tp:
-            p_dep = worker_deployment(deployment, prefill_tp, "prefill_tp")
-            p_fn = DecodeMemo(config_step_fn(p_dep, config, cost_step_fn(p_dep)))
-            prefill = (p_dep, p_fn, capacity_blocks(p_dep, config))
+        p_config = config  # the prefill side's flags, in the decode side's blocks
+        if prefill_config is not None:
+            p_config = replace(prefill_config, block_size=config.block_size)
+        own_tp = prefill_tp is not None and prefill_tp != deployment.tp
+        if prefill_deployment is not None or own_tp:
+            p_dep = prefill_deployment or worker_deployment(
+                deployment, prefill_tp or deployment.tp, "prefill_tp"
+            )
+            p_fn = DecodeMemo(config_step_fn(p_dep, p_config, cost_step_fn(p_dep)))
+            prefill = (p_dep, p_fn, capacity_blocks(p_dep, p_config))
+        elif p_config is not config:
+            p_fn = DecodeMemo(config_step_fn(deployment, p_config, cost_step_fn(deployment)))
+            prefill = (deployment, p_fn, capacity_blocks(deployment, p_config))
         return run_disaggregated(
             workload, step_fn, deployment, config, blocks, split=split,
             kv_link_bytes_per_s=kv_link_bytes_per_s, prefill=prefill, spec_run=spec,
+            prefill_config=prefill_config,
             handoff=check_handoff(pd_handoff) if pd_handoff else handoff_for(engine),
             frontend_s=deployment.efficiency.request_overhead_s, **common,
         )  # fmt: skip

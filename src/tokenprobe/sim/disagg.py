@@ -181,6 +181,7 @@ def run_disaggregated(
     spec_run: SpecRun | None = None,
     handoff: str = "proxy",
     frontend_s: float = 0.0,
+    prefill_config: SchedulerConfig | None = None,
 ) -> DisaggResult:
     """P prefill and D decode workers (module docstring): the decode workers are `dep`, priced
     by `step_fn`, with `capacity_blocks` of KV each; `prefill` gives the prefill workers' own
@@ -188,8 +189,11 @@ def run_disaggregated(
     decode speculatively (sim/specdecode.py); a prefill worker emits one token, no drafts.
     `handoff` "sglang": SGLang's router, pre-allocation and handoff (sim/pd_handoff.py), each
     request first `frontend_s` in the servers' front ends; "proxy": the two passes, through
-    the prefill server's front end and then the decode server's (`frontend_s` each)."""
+    the prefill server's front end and then the decode server's (`frontend_s` each).
+    `prefill_config`: the prefill workers' own scheduler flags (default `config`; the block
+    size is the decode side's)."""
     requests = fleet_requests(workload, seed)
+    p_config = replace(prefill_config or config, block_size=config.block_size)
     p_dep, p_step_fn, p_blocks = prefill or (dep, step_fn, capacity_blocks)
     link = kv_link(p_dep, dep, split.prefill, split.decode, kv_link_bytes_per_s)
     p_idle_w, idle_w = idle_power_w(p_dep), idle_power_w(dep)
@@ -202,7 +206,7 @@ def run_disaggregated(
     prefill_side = open_engines(
         split.prefill,
         p_step_fn,
-        config,
+        p_config,
         p_blocks,
         scheduler,
         p_idle_w,
