@@ -188,6 +188,7 @@ class Engine:
         self.frontend_s = frontend_s
         self.frontend = frontend
         self.ledger = ledger
+        self._step_ends, self._cum_j = ledger.step_end_s, ledger.cum_j_per_token  # (_commit)
         self.step_fn = step_fn
         self.idle_power_w = idle_power_w
         self.progress = progress
@@ -353,7 +354,11 @@ class Engine:
             gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
         else:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
             gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *gap_fn(plan))
-        self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
+        # the ledger's row of the step (its one writer; once per step, so no call): its end and
+        # the running energy per token, cum[i + 1] = cum[i] + step i's J per token
+        self._step_ends.append(end_s)
+        cum, tokens = self._cum_j, prefill_tokens + decode_seqs
+        cum.append(cum[-1] + (energy_j / tokens if tokens else 0.0))
         data = self.timeline.data  # Timeline.point inlined: 7 values a point
         if data[-_ROW] == now:  # replaces a zero-length idle point
             del data[-_ROW:]
