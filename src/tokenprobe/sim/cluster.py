@@ -394,7 +394,8 @@ def fleet_parts(
         replica = float(offset + index)  # one float object for all its records (10^6 a fleet)
         for record in records:
             record.extra["replica"] = replica
-        result.seqs, engine.seqs, engine.requests = [], [], []
+        result.seqs = []
+        engine.forget_requests()
         parts.append(
             SimResult(
                 config=dict(meta or {}),
@@ -454,8 +455,8 @@ def run_cluster(
         for spec in requests:  # the hot loop of a fleet: once per request
             advance(spec.arrival_s)
             target = pick(spec, list(map(_OUTSTANDING, engines)))
-            engines[target].submit(spec)
-            moved(target)
+            if engines[target].submit(spec):  # (False: applied at once, no new event)
+                moved(target)
         for engine in engines:
             engine.run_until(math.inf)
         del requests  # the engines hold the specs each was sent, until their records are built
