@@ -33,7 +33,8 @@ Session 12, base b25a631 and the new code run side by side (two processes at onc
 2-core box, so that both see the same load; CPU-s), results identical (`simulate --json` and the
 run folders of 14 cases byte for byte: fleets under the three routers, one replica, a DP2+EP
 fleet, DP2+EP, 1p3d, mtp:1 alone and in a fleet, offline, scenarios, an SGLang fleet): 16 x 1M
-54.6 against 60.8 (-10 %; at load 8 with the first half of the changes, 74.4 against 76.7),
+54.6 against 60.8 and, box quiet (wall = CPU), 57.5 against 64.2 (-10 %; at load 8 with the
+first half of the changes, 74.4 against 76.7),
 2,616,930 steps, 1.55 GB peak either way; 16 x 100k 9.54 against 10.29; 100k one replica 5.35
 against 5.85; `--spec-decode mtp:1 --requests 30000` 11.2 against 11.6; `--disaggregate 1p3d`
 18.8 against 19.5. What changed: records made through their slots (`result.new_record`:
