@@ -28,6 +28,22 @@ is driven, records built in one loop, summaries reading records through attrgett
 left: ~10 us of Python per step (plan, memo, commit, complete: 2.6M steps in a 1M fleet), the
 exact steps (multi-prompt steps: ~16 % of requests, ~16 us each), the fleet's router and
 next-event heap, records and two summaries (~6 s of a 1M fleet).
+
+Session 12, base b25a631 and the new code run side by side (two processes at once on the shared
+2-core box, so that both see the same load; CPU-s), results identical (`simulate --json` and the
+run folders of 14 cases byte for byte: fleets under the three routers, one replica, a DP2+EP
+fleet, DP2+EP, 1p3d, mtp:1 alone and in a fleet, offline, scenarios, an SGLang fleet): 16 x 1M
+54.6 against 60.8 and, box quiet (wall = CPU), 57.5 against 64.2 (-10 %; at load 8 with the
+first half of the changes, 74.4 against 76.7),
+2,616,930 steps, 1.55 GB peak either way; 16 x 100k 9.54 against 10.29; 100k one replica 5.35
+against 5.85; `--spec-decode mtp:1 --requests 30000` 11.2 against 11.6; `--disaggregate 1p3d`
+18.8 against 19.5. What changed: records made through their slots (`result.new_record`:
+RequestRecord's frozen `__init__` sets each of 14 fields through `object.__setattr__`, half of
+`build_records`), the summaries' TTFT/TPOT/E2E/queue as numpy arrays (`metrics.latency_arrays`:
+a property call per record and value took a third of a summary), a request sent to a replica
+mid-step applied at once rather than through its heap and the fleet's (`Engine.submit`), the
+fleet's heap calling `Engine._advance` directly, the ledger's row written by `_commit`, `plan`
+skipping `_allocate_decode` when no decode block is due.
 `--profile` prints the functions with
 the most own time.
 

@@ -8,6 +8,7 @@ from tokenprobe.errors import ConfigError
 from tokenprobe.metrics import (
     SUMMARY_KEYS,
     RateSearch,
+    latency_arrays,
     latency_stats,
     slo_attainment,
     summarize,
@@ -146,3 +147,21 @@ def test_slo_attainment_counts_failed_requests_as_missed() -> None:
     # reads 0.9, so a run exactly at the 90 % attainment meets it
     tight = {"goodput_requests_per_s": 27 / 2.9, "duration_s": 2.9, "completed": 30, "failed": 0}
     assert slo_attainment(tight) == 0.9
+
+
+def test_latency_arrays_are_the_records_properties() -> None:
+    """The summary's vectorized TTFT, TPOT, E2E and queue equal RequestRecord's properties to
+    the bit, in the records' order, leaving out the records without them (no first token, no
+    finish, a one-token reply, an unknown queue time)."""
+    records = [
+        _ok("a", 0.1, 0.35, 1.7, 9),
+        _ok("b", 0.3, 0.31, 0.31, 1),  # one token: no TPOT
+        RequestRecord("c", 0.2, 0.2, None, None, 10, 0, queue_s=None),  # nothing came back
+        RequestRecord("d", 0.4, 0.45, 0.9, None, 10, 3, queue_s=0.05),  # first token, no end
+        _ok("e", 1.0 / 3.0, 2.0 / 7.0 + 1.0, 3.1, 37),
+    ]
+    ttft, tpot, e2e, queue = latency_arrays(records)
+    for got, name in ((ttft, "ttft_s"), (tpot, "tpot_s"), (e2e, "e2e_s"), (queue, "queue_s")):
+        want = [v for r in records if (v := getattr(r, name)) is not None]
+        assert got.tolist() == want, name  # exact equality: the same arithmetic in doubles
+    assert len(tpot) == 2 and len(ttft) == 4 and len(e2e) == 3 and len(queue) == 4

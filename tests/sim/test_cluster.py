@@ -22,6 +22,7 @@ from tokenprobe.sim import (
     simulate,
     simulate_fleet,
 )
+from tokenprobe.sim.engine import Engine
 from tokenprobe.workload import Arrival, LengthDist, RequestSpec, Workload
 
 DEP = make_deployment("llama-3.1-8b", "h100-sxm")
@@ -32,11 +33,13 @@ def _poisson(rate: float, n: int) -> Workload:
     return build_workload(input_tokens=512, output_tokens=64, rate_per_s=rate, num_requests=n)
 
 
-def test_one_replica_is_the_single_replica_simulator() -> None:
+def test_one_replica_is_the_single_replica_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fleet path (an engine opened empty, requests submitted as they arrive and advanced by
     `run_until`) gives every request the very record `simulate` (`Engine.run`) gives it, to the
-    bit, and the same timeline: both drive one event loop (`Engine._advance`). The fleet drops
-    its per-request state once the records are built; the records stay whole."""
+    bit, and the same timeline: both drive one event loop (`Engine._advance`). Most of these
+    requests reach a busy engine, whose `submit` applies them at once rather than through the
+    heap (checked below), and that changes nothing. The fleet drops its per-request state once
+    the records are built; the records stay whole."""
     workload = Workload(
         Arrival("poisson", rate_per_s=12.0),
         LengthDist("lognormal", mean=400.0, sigma=0.8, name="input_tokens"),
@@ -44,6 +47,14 @@ def test_one_replica_is_the_single_replica_simulator() -> None:
         num_requests=400,
     )
     single = simulate(deployment=DEP, workload=workload, seed=3, trace_requests=100)
+    queued: list[bool] = []  # what each submit answered (True: through the heap)
+    submit = Engine.submit
+
+    def counted(engine: Engine, spec: RequestSpec) -> bool:
+        queued.append(submit(engine, spec))
+        return queued[-1]
+
+    monkeypatch.setattr(Engine, "submit", counted)
     fleet = simulate_fleet(DEP, workload, replicas=1, router="least-loaded", seed=3,
                            trace_requests=100)  # fmt: skip
     assert isinstance(fleet, ClusterResult)
@@ -55,6 +66,7 @@ def test_one_replica_is_the_single_replica_simulator() -> None:
     assert sum(1 for r in part.records if r.token_times_s) == 100
     assert list(part.engine.timeline.rows) == list(single.engine.timeline.rows)
     assert part.engine.ledger == single.engine.ledger
+    assert len(queued) == 400 and 0 < queued.count(True) < queued.count(False)  # both paths
 
 
 @pytest.mark.parametrize("router", ["round-robin", "least-loaded", "prefix-aware"])

@@ -58,6 +58,7 @@ from tokenprobe.workload import RequestSpec, Workload
 
 ROUTERS = ("round-robin", "least-loaded", "prefix-aware")
 _SCHEDULED_S = operator.attrgetter("scheduled_s")  # a record's sort key (C, not a lambda)
+_OUTSTANDING = operator.attrgetter("outstanding")  # what the router reads of each replica
 MAX_REPLICAS = 4096
 CACHE_THRESHOLD = 0.5
 BALANCE_ABS = 32
@@ -334,6 +335,8 @@ class NextEvents:
 
     def __init__(self, engines: list[Engine]) -> None:
         self.engines = engines
+        # `Engine.run_until` without its wrapper's call: once per step of every replica
+        self._runs = [e._advance for e in engines]
         self._version = [0] * len(engines)
         self._heap = [(e.next_event_s(), i, 0) for i, e in enumerate(engines)]
         heapq.heapify(self._heap)
@@ -344,14 +347,15 @@ class NextEvents:
 
     def advance(self, t_s: float) -> None:
         """Every engine with an event before `t_s` advanced to that instant."""
-        heap, version, engines = self._heap, self._version, self.engines
+        heap, version, runs = self._heap, self._version, self._runs
+        replace = heapq.heapreplace
         while heap and heap[0][0] < t_s:
             _, i, v = heap[0]
             if v != version[i]:  # stale: the engine has a later entry
                 heapq.heappop(heap)
                 continue
             # the live entry of engine i, moved to its next event (one sift, not two)
-            heapq.heapreplace(heap, (engines[i].run_until(t_s), i, v))
+            replace(heap, (runs[i](t_s), i, v))
 
 
 def fleet_run(
@@ -390,7 +394,8 @@ def fleet_parts(
         replica = float(offset + index)  # one float object for all its records (10^6 a fleet)
         for record in records:
             record.extra["replica"] = replica
-        result.seqs, engine.seqs, engine.requests = [], [], []
+        result.seqs = []
+        engine.forget_requests()
         parts.append(
             SimResult(
                 config=dict(meta or {}),
@@ -449,9 +454,9 @@ def run_cluster(
         pick, advance, moved = choose.pick, front.advance, front.moved
         for spec in requests:  # the hot loop of a fleet: once per request
             advance(spec.arrival_s)
-            target = pick(spec, [e.outstanding for e in engines])
-            engines[target].submit(spec)
-            moved(target)
+            target = pick(spec, list(map(_OUTSTANDING, engines)))
+            if engines[target].submit(spec):  # (False: applied at once, no new event)
+                moved(target)
         for engine in engines:
             engine.run_until(math.inf)
         del requests  # the engines hold the specs each was sent, until their records are built

@@ -57,6 +57,9 @@ class ContinuousScheduler:
         self._finish_heap: list[tuple[int, int, int]] = []  # (finish step, idx, version)
         self._chunks: list[tuple[Seq, int]] = []  # this step's prefill chunks
         self._decode_allocated = False
+        # decode blocks by the residue count (`_allocate_decode` not overridden, as by
+        # sim/specdecode.py's): plan may answer a step that needs none without the call
+        self._phase_rule = type(self)._allocate_decode is ContinuousScheduler._allocate_decode
         self._draft_rows = 0  # draft tokens verified this step (sim/specdecode.py; 0 here)
         # blocks for a request's whole length at admission (TensorRT-LLM guaranteed-no-evict)
         self._reserve = config.capacity_policy == GUARANTEED_NO_EVICT
@@ -91,7 +94,11 @@ class ContinuousScheduler:
     def plan(self, step: int, now_s: float) -> StepPlan | None:
         if self._chunks:  # (empty after every completed step: no new list per step)
             self._chunks = []
-        preempted = self._allocate_decode(step)
+        phases = self._phase
+        if self._phase_rule and not (self._n_dec and phases[step % len(phases)]):
+            self._decode_allocated, preempted = True, False  # no block due: _allocate_decode's
+        else:  # answer without its call (most steps)
+            preempted = self._allocate_decode(step)
         if not (preempted or self.prefilling or self.waiting):  # decode only: most steps
             self.wake_s = None
             n = self._n_dec  # (the tuple built without the NamedTuple's Python __new__)
@@ -306,6 +313,8 @@ class ContinuousScheduler:
         if self._chunks:  # that completes below
             self._complete_chunks(step, end_s, finished)
         heap = self._finish_heap
+        if not heap or heap[0][0] > step:  # no decode ends in this step: most steps
+            return finished
         while heap and heap[0][0] <= step:  # stale entries of preempted seqs may lag behind
             _, idx, version = heapq.heappop(heap)
             live = self.running.get(idx)

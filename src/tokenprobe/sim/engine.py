@@ -188,6 +188,7 @@ class Engine:
         self.frontend_s = frontend_s
         self.frontend = frontend
         self.ledger = ledger
+        self._step_ends, self._cum_j = ledger.step_end_s, ledger.cum_j_per_token  # (_commit)
         self.step_fn = step_fn
         self.idle_power_w = idle_power_w
         self.progress = progress
@@ -195,6 +196,8 @@ class Engine:
         self._heap: list[tuple[float, int, int, int]] = []
         self._done_s = math.inf  # when the running step ends (inf: none runs)
         self._order = 0
+        self._sent: list[RequestSpec] = []  # what `submit` was given (an opened engine)
+        self._feeds = False
         self.clock_s = 0.0
         self.step = 0
         self.busy = False
@@ -221,6 +224,7 @@ class Engine:
         self.seqs: list[Seq | None] = [None] * len(requests)
         self.concurrency = concurrency
         self._next = 0
+        self._feeds = True  # an arrival pushes the next one (open loop)
         for _ in range(min(concurrency or 1, len(requests))):
             self._push_next_arrival(0.0)
         self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
@@ -293,7 +297,7 @@ class Engine:
 
     def _arrive(self, i: int) -> None:
         self.seqs[i] = Seq(i, self.requests[i], self.clock_s)
-        if not self.concurrency and not self.requests[i].turn:
+        if self._feeds and not self.concurrency and not self.requests[i].turn:
             self._push_next_arrival(self.clock_s)
         if self.frontend is not None:
             ready = self.frontend.admit(i, self.requests[i].input_tokens, self.clock_s)
@@ -353,7 +357,11 @@ class Engine:
             gap_s, gap_w, power_w = 0.0, 0.0, energy_j / time_s
         else:  # the CPU slice first, then the kernels (sim/gpu_gap.py)
             gap_s, gap_w, power_w, energy_j = split_step(time_s, energy_j, *gap_fn(plan))
-        self.ledger.add_step(end_s, energy_j, prefill_tokens + decode_seqs)
+        # the ledger's row of the step (its one writer; once per step, so no call): its end and
+        # the running energy per token, cum[i + 1] = cum[i] + step i's J per token
+        self._step_ends.append(end_s)
+        cum, tokens = self._cum_j, prefill_tokens + decode_seqs
+        cum.append(cum[-1] + (energy_j / tokens if tokens else 0.0))
         data = self.timeline.data  # Timeline.point inlined: 7 values a point
         if data[-_ROW] == now:  # replaces a zero-length idle point
             del data[-_ROW:]
@@ -377,21 +385,43 @@ class Engine:
 
     def open(self) -> None:
         """Start empty, open loop, for requests `submit`ted later."""
-        self.requests = []
+        self.requests = self._sent = []
         self.outstanding = 0
         self.seqs = []
         self.concurrency = None
         self._next = 0
+        self._feeds = False  # each arrival is pushed by `submit`, not by the one before
         self.timeline.add(0.0, None, 0, 0, self.idle_power_w)
 
-    def submit(self, spec: RequestSpec) -> None:
-        """A request arriving at `spec.arrival_s` (not before the engine's clock)."""
-        assert isinstance(self.requests, list)
-        self.requests.append(spec)
+    def submit(self, spec: RequestSpec) -> bool:
+        """A request arriving at `spec.arrival_s` (not before the engine's clock); False when
+        its arrival was applied at once and `next_event_s()` did not move.
+
+        The engine has applied every event before the arrival (the fleet's loop advanced it).
+        Mid-step, with no other event by the arrival's instant, `_advance` would apply the
+        arrival alone at that instant and plan nothing (the running step's end comes later): so
+        it is applied here, without its trip through the heap (once per request of a fleet,
+        most of them sent to a busy replica). Otherwise it is queued, so that the events and
+        arrivals of one instant are applied together before a step is planned."""
+        sent = self._sent
+        i = len(sent)
+        sent.append(spec)
         self.outstanding += 1
         self.seqs.append(None)
-        self._next = len(self.requests)  # its arrival is pushed here, not by the previous one
-        self._push(max(spec.arrival_s, self.clock_s), _ARRIVAL, len(self.requests) - 1)
+        self._next = i + 1
+        t, heap = spec.arrival_s, self._heap
+        if self.busy and self.clock_s <= t < self._done_s and not (heap and heap[0][0] <= t):
+            self.clock_s = t  # (busy: no idle energy accrues)
+            self._arrive(i)
+            return False
+        self._order += 1
+        heapq.heappush(heap, (max(t, self.clock_s), _ARRIVAL, self._order, i))
+        return True
+
+    def forget_requests(self) -> None:
+        """Drop the per-request state (Seqs, specs) once the records are built from it."""
+        self.seqs = []
+        self.requests = self._sent = []
 
     def next_event_s(self) -> float:
         heap, done_s = self._heap, self._done_s

@@ -35,7 +35,7 @@ class Member(Protocol):
     @property
     def outstanding(self) -> int: ...
 
-    def submit(self, spec: RequestSpec) -> None: ...
+    def submit(self, spec: RequestSpec) -> object: ...  # (an Engine says if it queued it)
 
 
 class GangFeed:

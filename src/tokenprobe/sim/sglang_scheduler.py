@@ -216,6 +216,8 @@ class SglangScheduler(ContinuousScheduler):
         waiting, pool = self.waiting, self.pool
         if len(waiting) > LPM_MAX_QUEUE or not pool.prefix_caching:
             return  # SGLang skips the matching: the queue keeps its order
+        if len(waiting) < 2:
+            return  # nothing to reorder (a sort of one keeps it; most admissions under load)
         bs = pool.block_size
         claimed: set[int] = set()  # prefix groups of waiting requests seen (the simulated tree)
         keys: list[float] = []

@@ -89,17 +89,12 @@ class Ledger:
     """Per executed step: its end time and the running energy per token (see module docstring).
 
     Index i is step i; `cum_j_per_token` has one extra leading 0 so that cum[i + 1] is the sum up
-    to and including step i.
+    to and including step i. `Engine._commit` appends each step's row (its one writer).
     """
 
     # arrays of doubles: 8 bytes a step where a list held a 24-byte float object and a pointer
     step_end_s: array[float] = field(default_factory=lambda: array("d"))
     cum_j_per_token: array[float] = field(default_factory=lambda: array("d", [0.0]))
-
-    def add_step(self, end_s: float, energy_j: float, tokens: int) -> None:
-        self.step_end_s.append(end_s)
-        cum = self.cum_j_per_token
-        cum.append(cum[-1] + (energy_j / tokens if tokens else 0.0))
 
     def j_per_token(self, step: int) -> float:
         return self.cum_j_per_token[step + 1] - self.cum_j_per_token[step]
