@@ -68,7 +68,8 @@ ATOM = "-tp {tp} --kv_cache_dtype fp8 --block-size 16"
 
 def serving_command(row: Mapping[str, str]) -> str:
     """The row's serving flags, as its InferenceMAX script wrote them (module docstring)."""
-    hw, fp4 = row["gpu"].lower(), row["weight_precision"] == "fp4"
+    # InferenceMAX writes "fp4"; the CSV names the checkpoint's format (mxfp4 for AMD's)
+    hw, fp4 = row["gpu"].lower(), row["weight_precision"].split(" ")[0] in ("fp4", "mxfp4")
     if row["engine"] == "ATOM":
         return ATOM.format(tp=row["tp"])
     chunk = 196608

@@ -43,7 +43,9 @@ def _rows() -> list[Row]:
 def test_sglang_04_on_an_amd_gpu_is_priced_by_sglang_rocm_and_h200_rows_are_not() -> None:
     chosen = select_profile("sglang-2025h1", "amd")  # the era's rows, and the era by name
     assert chosen is not None and chosen.name == NAME
-    assert select_profile("sglang", "amd") is None  # SGLang 0.5's ROCm kernels: not fitted
+    # SGLang 0.5's ROCm images (AITER kernels) get their own carried-over profile, not 0.4's
+    aiter = select_profile("sglang", "amd")
+    assert aiter is not None and aiter.name == "sglang-rocm-aiter"
     assert profile_name_for("sglang-2025h1", "nvidia") == "sglang-2025h1"
     p = load_profile(NAME)
     assert (p.engine, p.vendor) == ("sglang", "amd")
