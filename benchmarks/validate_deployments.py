@@ -32,7 +32,7 @@ from deployment_replay import KINDS, REPORTED, Replay, replay
 from tokenprobe.calibrate import load_profile, shipped_profiles
 from tokenprobe.errors import SchemaError, TokenprobeError
 from tokenprobe.files import read_text
-from validation_data import bias_pct, mdape_pct, run_main
+from validation_data import add_metric_stats, metric_cells, run_main
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "deployments"
 METRICS = ("ttft", "itl", "throughput")
@@ -81,10 +81,7 @@ def summarize(replays: Sequence[Replay]) -> dict[str, Any]:
         row["covered"] = sum(r.predicted is not None for r in rs)
         if source != "all":
             row["held_out"] = held_out(source)
-        for m in METRICS:
-            errs = [r.errors()[m] for r in rs if m in r.errors()]
-            row[f"{m}_n"], row[f"{m}_mdape_pct"] = len(errs), mdape_pct(errs)
-            row[f"{m}_median_signed_pct"] = bias_pct(errs)
+        add_metric_stats(row, [r.errors() for r in rs], METRICS)
         out.append(row)
     not_covered = Counter(f"{r.kind}: {r.why}" for r in replays if r.predicted is None)
     return {"by_kind": out, "not_covered": dict(not_covered)}
@@ -96,16 +93,10 @@ def print_summary(summary: Mapping[str, Any], params: str) -> None:
     print(f"{'kind':6} {'source':28} {'set':8} {'rows':>4} {'cov':>4}  "
           + "  ".join(f"{m + ' n/MdAPE/bias':>22}" for m in METRICS))  # fmt: skip
     for r in summary["by_kind"]:
-        cells = []
-        for m in METRICS:
-            if r[f"{m}_n"]:
-                cells.append(f"{r[f'{m}_n']:5d} {r[f'{m}_mdape_pct']:6.1f}% "
-                             f"{r[f'{m}_median_signed_pct']:+7.1f}%")  # fmt: skip
-            else:
-                cells.append(f"{'-':>22}")
+        cells = metric_cells(r, METRICS)
         part = "" if r["source"] == "all" else ("held-out" if r["held_out"] else "fitted")
         print(f"{r['kind']:6} {r['source']:28} {part:8} {r['rows']:4d} {r['covered']:4d}  "
-              + "  ".join(cells))  # fmt: skip
+              + cells)  # fmt: skip
     for why, n in summary["not_covered"].items():
         print(f"  not covered: {n:3d}  {why}")
 

@@ -68,7 +68,7 @@ from tokenprobe.sim import SchedulerConfig, simulate_fleet
 from tokenprobe.units import MILLI
 from tokenprobe.workload import Arrival, fixed
 from tokenprobe.workload import Workload as SimWorkload
-from validation_data import bias_pct, mdape_pct, run_main
+from validation_data import add_metric_stats, metric_cells, run_main
 
 CSV = Path(__file__).resolve().parent / "data" / "deployments" / "inferencemax_disagg.csv"
 METRICS = ("throughput", "tpot", "ttft")
@@ -297,10 +297,7 @@ def summarize(replays: Sequence[Replayed]) -> dict[str, Any]:
         rs = groups[key]
         row: dict[str, Any] = {"group": " ".join(key), "rows": len(rs)}
         row["covered"] = sum(r.predicted is not None for r in rs)
-        for m in METRICS:
-            errs = [r.errors()[m] for r in rs if m in r.errors()]
-            row[f"{m}_n"], row[f"{m}_mdape_pct"] = len(errs), mdape_pct(errs)
-            row[f"{m}_median_signed_pct"] = bias_pct(errs)
+        add_metric_stats(row, [r.errors() for r in rs], METRICS)
         out.append(row)
     not_covered = Counter(r.why for r in replays if r.predicted is None)
     return {"by_group": out, "not_covered": dict(not_covered)}
@@ -312,14 +309,8 @@ def print_summary(summary: Mapping[str, Any]) -> None:
     print(f"{'hardware framework model precision spec':48} {'rows':>4} {'cov':>4}  "
           + "  ".join(f"{m + ' n/MdAPE/bias':>22}" for m in METRICS))  # fmt: skip
     for r in summary["by_group"]:
-        cells = []
-        for m in METRICS:
-            if r[f"{m}_n"]:
-                cells.append(f"{r[f'{m}_n']:5d} {r[f'{m}_mdape_pct']:6.1f}% "
-                             f"{r[f'{m}_median_signed_pct']:+7.1f}%")  # fmt: skip
-            else:
-                cells.append(f"{'-':>22}")
-        print(f"{r['group']:48} {r['rows']:4d} {r['covered']:4d}  " + "  ".join(cells))
+        cells = metric_cells(r, METRICS)
+        print(f"{r['group']:48} {r['rows']:4d} {r['covered']:4d}  " + cells)
     for why, n in summary["not_covered"].items():
         print(f"  not covered: {n:3d}  {why}")
 

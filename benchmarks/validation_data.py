@@ -18,8 +18,9 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from repo_paths import REPO_ROOT
 
@@ -113,3 +114,26 @@ def mdape_pct(errors: Sequence[float]) -> float | None:
 def bias_pct(errors: Sequence[float]) -> float | None:
     """Median signed error in percent, one decimal (+: the prediction is high); None for none."""
     return round(100 * statistics.median(errors), 1) if errors else None
+
+
+def add_metric_stats(
+    row: dict[str, Any], errors: Sequence[Mapping[str, float]], metrics: Sequence[str]
+) -> None:
+    """`row[m_n]`, `row[m_mdape_pct]`, `row[m_median_signed_pct]` for each metric `m` over the
+    rows' error maps (a row lacking `m` is left out of it): the replays' group tables."""
+    for m in metrics:
+        errs = [e[m] for e in errors if m in e]
+        row[f"{m}_n"], row[f"{m}_mdape_pct"] = len(errs), mdape_pct(errs)
+        row[f"{m}_median_signed_pct"] = bias_pct(errs)
+
+
+def metric_cells(row: Mapping[str, Any], metrics: Sequence[str]) -> str:
+    """The `n MdAPE bias` cells of one group row (add_metric_stats), '-' where it has none."""
+    cells = []
+    for m in metrics:
+        if row[f"{m}_n"]:
+            cells.append(f"{row[f'{m}_n']:5d} {row[f'{m}_mdape_pct']:6.1f}% "
+                         f"{row[f'{m}_median_signed_pct']:+7.1f}%")  # fmt: skip
+        else:
+            cells.append(f"{'-':>22}")
+    return "  ".join(cells)
