@@ -30,9 +30,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from repo_paths import DATA_DIR
 from tokenprobe.calibrate import load_profile, profile_name_for
 from tokenprobe.calibrate.observations import (
     Row,
@@ -47,7 +47,7 @@ from tokenprobe.errors import TokenprobeError
 from tokenprobe.sim import SchedulerConfig, simulate
 from tokenprobe.workload import Arrival, LengthDist, Workload
 
-DATA = Path(__file__).resolve().parent / "data" / "inferencemax_agg.csv"
+DATA = DATA_DIR / "inferencemax_agg.csv"
 RANGE_RATIO = 0.8  # benchmark-tmpl.yml random-range-ratio default
 PROMPTS_PER_USER = 10  # --num-prompts $(( CONC * 10 ))
 

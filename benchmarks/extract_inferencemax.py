@@ -29,8 +29,11 @@ import sys
 from pathlib import Path
 
 from inferencemax_commands import RANGE_RATIO, num_prompts, serving_command
+from repo_paths import DATA_DIR
+from tokenprobe.units import MILLI
 
-OUT = Path(__file__).resolve().parent / "data"
+MS_PER_S = 1.0 / MILLI  # 1000.0 exactly: the CSV's ms cells
+OUT = DATA_DIR
 REF = (
     "github:gminneci/mantile@1d3c259c926ecce3322c9ceface7e2f00f2de7e6:"
     "reconcile/sources/inferencemax/raw/run_{run}/agg_bmk.json"
@@ -161,7 +164,7 @@ CONFIG_KEYS = (
 
 
 def _ms(seconds: float | None) -> float | str:
-    return "" if seconds is None else seconds * 1000.0
+    return "" if seconds is None else seconds * MS_PER_S
 
 
 def _hf_id(model: str, prefix: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from repo_paths import DATA_DIR
 from tokenprobe.calibrate import (
     Observation,
     group_key,
@@ -31,11 +32,11 @@ from tokenprobe.calibrate import (
     observe,
     profile_of,
 )
+from tokenprobe.calibrate.inferencemax import SOURCE_ID
 from tokenprobe.files import read_text
 from validation_data import bias_pct, mdape_pct, run_main
 
-CSV = Path(__file__).resolve().parent / "data" / "inferencemax_agg.csv"
-SOURCE = "inferencemax"
+CSV = DATA_DIR / "inferencemax_agg.csv"
 WIDTH = 100  # the longest group name (an ATOM image tag and checkpoint)
 METRICS = (
     ("throughput", "output_throughput"),
@@ -62,7 +63,7 @@ def table(
     observations: Sequence[Observation], rows: Sequence[dict[str, str]]
 ) -> list[dict[str, Any]]:
     """Per group: coverage and each metric's MdAPE and bias (module docstring)."""
-    mine = [o for o in observations if o.source.startswith(SOURCE)]
+    mine = [o for o in observations if o.source.startswith(SOURCE_ID)]
     totals = Counter(group_key(line) for line in rows)
     out = []
     for group, total in sorted(totals.items()):

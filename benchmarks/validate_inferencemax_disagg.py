@@ -50,6 +50,7 @@ from typing import Any
 
 from deployment_replay import closed_loop
 from inferencemax_recipes import RANGE_RATIO, RECIPES, Recipe, Worker
+from repo_paths import DATA_DIR
 from tokenprobe.calibrate import load_profile, profile_name_for
 from tokenprobe.calibrate.observations import SkipRowError, float_field, int_field
 from tokenprobe.calibrate.serving import _flag, scheduler_for
@@ -70,7 +71,7 @@ from tokenprobe.workload import Arrival, fixed
 from tokenprobe.workload import Workload as SimWorkload
 from validation_data import add_metric_stats, metric_cells, run_main
 
-CSV = Path(__file__).resolve().parent / "data" / "deployments" / "inferencemax_disagg.csv"
+CSV = DATA_DIR / "deployments" / "inferencemax_disagg.csv"
 METRICS = ("throughput", "tpot", "ttft")
 REQUESTS_CAP = 6000  # requests simulated at most, unless 2 a user need more (docstring)
 ITL_TRACE = 64  # requests whose token times are kept (the median TPOT needs none)

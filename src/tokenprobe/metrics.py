@@ -40,10 +40,11 @@ import numpy as np
 from tokenprobe.errors import ConfigError
 from tokenprobe.records import RequestRecord, Run, TimelinePoint
 
-_OK, _TOKEN_TIMES, _INPUT_TOKENS = (
+_OK, _TOKEN_TIMES, _INPUT_TOKENS, _OUTPUT_TOKENS = (
     attrgetter("ok"),
     attrgetter("token_times_s"),
     attrgetter("input_tokens"),
+    attrgetter("output_tokens"),
 )
 _EXTRA, _CACHED = attrgetter("extra"), itemgetter("server_cached_tokens")
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -91,7 +92,7 @@ def latency_arrays(
     record and value took a third of a summary). tests/test_metrics.py checks them against
     the properties."""
     sent, first, finish = (_times(records, k) for k in ("sent_s", "first_token_s", "finish_s"))
-    out = np.fromiter(map(attrgetter("output_tokens"), records), np.int64, len(records))
+    out = np.fromiter(map(_OUTPUT_TOKENS, records), np.int64, len(records))
     has_first, has_finish = ~np.isnan(first), ~np.isnan(finish)
     timed = has_first & has_finish & (out >= 2)
     queue = _times(records, "queue_s")
@@ -159,12 +160,12 @@ def summarize(
     # (filters and maps of attrgetters: no Python frame per record, 10^6 of them a fleet)
     ok = list(filter(_OK, run.records))
     failed = len(run.records) - len(ok)
-    errors = Counter(r.error_kind for r in run.records if not r.ok) if failed else Counter()
+    errors = Counter(r.error_kind for r in run.records if not r.ok)
     itl = [gap for r in filter(_TOKEN_TIMES, ok) for gap in r.itl_s]  # (untraced: none)
     duration = run_duration_s(run)
     # the record's fields, read through attrgetter (10^6 records: no generator frame)
-    input_tokens = sum(map(attrgetter("input_tokens"), ok))
-    output_tokens = sum(map(attrgetter("output_tokens"), ok))
+    input_tokens = sum(map(_INPUT_TOKENS, ok))
+    output_tokens = sum(map(_OUTPUT_TOKENS, ok))
     ttft, tpot, e2e, queue = latency_arrays(ok)
     if slo_ttft_s is None and slo_tpot_s is None:
         goodput = None

@@ -96,6 +96,9 @@ def get_dtype(name: str, field: str = "dtype") -> Dtype:
 # quantization/utils/w8a8_utils.py apply_fp8_linear: ops.scaled_fp8_quant(input_2d, ..) then
 # cutlass_scaled_mm(qinput, .., out_dtype=input.dtype)), so only the GEMM's operand is 8-bit.
 MIN_ACTIVATION_BYTES_PER_ELEMENT = 2.0
+# what a quantized checkpoint keeps unquantized (embeddings, LM head, the modules it names
+# not to convert) is stored 16-bit: bf16/fp16
+UNQUANTIZED_BYTES_PER_ELEMENT = 2.0
 
 
 def activation_bytes_per_element(act_dtype: Dtype) -> float:

@@ -44,15 +44,18 @@ DecodeTpOption = Annotated[
 ]
 
 
-RANK_COLUMNS = (
-    Col("rank", justify="right"),
-    Col("completed", justify="right"),
-    Col("TTFT p50 ms", justify="right"),
-    Col("TPOT p50 ms", justify="right"),
-    Col("own work s", justify="right"),
-    Col("waiting s", justify="right"),
-    Col("waiting %", justify="right"),
-    Col("dummy steps", justify="right"),
+RANK_COLUMNS = tuple(
+    Col(h, justify="right")
+    for h in (
+        "rank",
+        "completed",
+        "TTFT p50 ms",
+        "TPOT p50 ms",
+        "own work s",
+        "waiting s",
+        "waiting %",
+        "dummy steps",
+    )
 )
 
 
@@ -85,16 +88,19 @@ def render_data_parallel(d: dict[str, Any]) -> None:
     )
 
 
-GROUP_COLUMNS = (
-    Col("group", justify="right"),
-    Col("completed", justify="right"),
-    Col("TTFT p50 ms", justify="right"),
-    Col("TTFT p90 ms", justify="right"),
-    Col("TPOT p50 ms", justify="right"),
-    Col("ITL p90 ms", justify="right"),
-    Col("output tok/s", justify="right"),
-    Col("steps", justify="right"),
-    Col("waiting %", justify="right"),
+GROUP_COLUMNS = tuple(
+    Col(h, justify="right")
+    for h in (
+        "group",
+        "completed",
+        "TTFT p50 ms",
+        "TTFT p90 ms",
+        "TPOT p50 ms",
+        "ITL p90 ms",
+        "output tok/s",
+        "steps",
+        "waiting %",
+    )
 )
 
 

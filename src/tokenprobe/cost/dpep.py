@@ -89,13 +89,16 @@ def _scaled(shape: BatchShape, n: int) -> BatchShape:
 def rank_work_s(dep: Deployment, shape: BatchShape) -> float:
     """Seconds of one rank's own work on its batch `shape` (module docstring), with the
     all-reduces among its own GPUs when it has several."""
-    ops = op_costs(dep, _scaled(shape, dep.dp))
+    # the rank's shape scaled to the whole deployment: op_costs divides it over the dp ranks,
+    # and host_time_s takes one rank's share of it again (each rank steps its own sequences)
+    whole = _scaled(shape, dep.dp)
+    ops = op_costs(dep, whole)
     own = sum(op.time_s for op in ops if op.name not in SHARED_OPS)
     allreduce = 0.0
     if dep.dense_tp > 1:
         n = dep.model.row_parallel_outputs
         allreduce = n * allreduce_time_s(dep, _act_bytes(dep, shape.tokens), dep.dense_tp)
-    return float(own * dep.pp + allreduce + host_time_s(dep, _scaled(shape, dep.dp)))
+    return float(own * dep.pp + allreduce + host_time_s(dep, whole))
 
 
 def _act_bytes(dep: Deployment, tokens: float) -> float:

@@ -184,7 +184,7 @@ VLLM_DEFAULT_ALL2ALL = (((0, 11, 0), "allgather_reducescatter"), ((0, 0, 0), "na
 
 def vllm_default_all2all(version: str = "") -> str:
     """vLLM's default `--all2all-backend` name in release `version` (VLLM_DEFAULT_ALL2ALL)."""
-    release = engine_release(version) if version else None
+    release = engine_release(version)  # None for "" or no major.minor
     if release is None:
         return VLLM_DEFAULT_ALL2ALL[0][1]
     return next(name for first, name in VLLM_DEFAULT_ALL2ALL if release >= first)

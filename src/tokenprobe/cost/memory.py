@@ -40,7 +40,7 @@ from tokenprobe.cost.vllm_mla_profile import (
 from tokenprobe.errors import ConfigError
 from tokenprobe.files import finite
 from tokenprobe.model import state_bytes_per_seq
-from tokenprobe.precision import activation_bytes_per_element
+from tokenprobe.precision import UNQUANTIZED_BYTES_PER_ELEMENT, activation_bytes_per_element
 from tokenprobe.units import GiB
 
 DEFAULT_RUNTIME_BYTES = 1.0 * GiB
@@ -126,7 +126,8 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
         for g in group_coeffs(dep)
     )
     m = dep.model
-    hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
+    hb = dep.weight_dtype.bytes_per_element
+    hb = hb if dep.weight_dtype.bits >= 16 else UNQUANTIZED_BYTES_PER_ELEMENT
     embed = m.embedding_params / dep.dense_tp
     head = m.lm_head_params / dep.dense_tp
     heads = embed + head if dep.pp == 1 else max(embed, head)

@@ -59,7 +59,7 @@ from tokenprobe.cost.deployment import Deployment
 from tokenprobe.cost.epbalance import ep_imbalance, physical_experts
 from tokenprobe.cost.shape import BatchShape
 from tokenprobe.model import FfnSplit, Layer, MixerSplit, Moe
-from tokenprobe.precision import activation_bytes_per_element
+from tokenprobe.precision import UNQUANTIZED_BYTES_PER_ELEMENT, activation_bytes_per_element
 
 # Activation passes over T x hidden per layer outside the matmuls: 2 RMSNorm (read + write),
 # 2 residual adds (2 reads + 1 write), RoPE on q/k (~1): about 10 (vLLM fused kernels do less).
@@ -295,7 +295,7 @@ def dense_weight_bytes(dep: Deployment) -> float:
     of the MoE weights to MXFP4"), whose engines load those weights as stored: 16 bits."""
     w = dep.weight_dtype
     if w.bits < 16 and dep.model.experts_only_quant == w.name:
-        return 2.0
+        return UNQUANTIZED_BYTES_PER_ELEMENT
     return w.bytes_per_element
 
 
@@ -361,7 +361,8 @@ def head_terms(dep: Deployment, shape: BatchShape) -> Iterator[OpTerm]:
     h, vocab_gpu = m.hidden_size, m.vocab_size / dep.dense_tp
     ab = activation_bytes_per_element(dep.act_dtype)
     # quantized checkpoints keep embeddings and LM head in 16-bit (AWQ, FP8 and NVFP4 recipes)
-    hb = dep.weight_dtype.bytes_per_element if dep.weight_dtype.bits >= 16 else 2.0
+    hb = dep.weight_dtype.bytes_per_element
+    hb = hb if dep.weight_dtype.bits >= 16 else UNQUANTIZED_BYTES_PER_ELEMENT
     shape = local_shape(dep, shape)
     rows = shape.logit_rows
     yield _term("embedding", 1, 0.0, shape.tokens * h * (hb + ab))

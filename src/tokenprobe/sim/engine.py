@@ -414,8 +414,7 @@ class Engine:
             self.clock_s = t  # (busy: no idle energy accrues)
             self._arrive(i)
             return False
-        self._order += 1
-        heapq.heappush(heap, (max(t, self.clock_s), _ARRIVAL, self._order, i))
+        self._push(max(t, self.clock_s), _ARRIVAL, i)
         return True
 
     def forget_requests(self) -> None:

@@ -74,6 +74,9 @@ def plain_exchange(_version: str) -> EpComm:
     return DEFAULT_EP_COMM
 
 
+DEFAULT_RANK_ROUTER = "least-loaded"  # a DP group's dispatch for a name that is no preset
+
+
 @dataclass(frozen=True)
 class EnginePreset:
     """One serving engine: its names, its serving flags, its shipped profile per GPU vendor.
@@ -102,7 +105,7 @@ class EnginePreset:
     profiles: Mapping[str, str] = field(default_factory=dict)
     eras: Mapping[str, Era] = field(default_factory=dict)
     dp_padding: bool = False
-    dp_rank_router: str = "least-loaded"
+    dp_rank_router: str = DEFAULT_RANK_ROUTER
     ep_exchange: Callable[[str], EpComm] = plain_exchange
 
     def profile_for(self, vendor: str, generation: str = "") -> str | None:
@@ -253,9 +256,6 @@ def engine_preset(name: str) -> EnginePreset:
 def is_engine(name: str) -> bool:
     """Whether `name` names a preset, one of its aliases or eras (`engine_preset` finds it)."""
     return _find(name) is not None
-
-
-DEFAULT_RANK_ROUTER = "least-loaded"  # a DP group's dispatch for a name that is no preset
 
 
 def pads_ranks(engine: str | None) -> bool:
