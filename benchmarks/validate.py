@@ -350,7 +350,7 @@ def run(args: argparse.Namespace) -> int:
     records = _fit_records()
     # issue 18: InferenceMAX's single-node rows (held out of every fit), per configuration group
     inferencemax = None
-    if any(o.source.startswith(validate_inferencemax.SOURCE) for o in profiled):
+    if any(o.source.startswith(validate_inferencemax.SOURCE_ID) for o in profiled):
         inferencemax = validate_inferencemax.section(profiled)
     print(f"skipped rows: {sum(data.skipped.values())}")
     for reason, n in data.skipped.most_common():
